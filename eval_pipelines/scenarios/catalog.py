@@ -1,0 +1,238 @@
+"""Reads scenarios from disk.
+
+Layout of one scenario folder (`data/scenarios/<folder>/`)::
+
+    template.json          {scenario_id, name, description, tool_servers: [{name, server_type}]}
+    npcs.json              [NpcProfile, ...]                      (optional)
+    seed_data/<file>       seed files; JSON files are sent to the tool servers when a workspace is seeded
+    tasks/<task_id>.json   Task fields; `npc_profiles` may list profile ids from npcs.json
+    verifiers/__init__.py  an importable package of verifier modules, each defining verify(run_artifacts)
+    verifiers/<module>.py
+
+Every error names the file and the field, so a broken scenario is fixed in one look.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import unquote
+
+from pydantic import ValidationError
+
+from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, SeedDataFile, Task, Template
+
+_UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+SCENARIOS_DIR_ENV = "EVAL_PIPELINES_SCENARIOS_DIR"
+
+
+class ScenarioError(ValueError):
+    """A scenario file is missing or malformed; the message names the file and the field."""
+
+
+def partition_key(raw_id: str) -> str:
+    """A Dagster-safe, path-safe key for a scenario or model id (`email_ops:1.0.0` -> `email_ops_1.0.0`).
+
+    Dagster silently drops dynamic keys containing `|`, `,`, `[` or `]`, and `/` would nest folders in the
+    Hive layout, so everything outside `[A-Za-z0-9_.-]` becomes `_`. The raw id is kept in a column.
+    """
+    return _UNSAFE_KEY_CHARS.sub("_", raw_id)
+
+
+def default_scenarios_dir() -> Path:
+    env = os.environ.get(SCENARIOS_DIR_ENV)
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "data" / "scenarios"
+
+
+def _format_validation_error(path: Path, error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        loc = ".".join(str(p) for p in item["loc"]) or "<root>"
+        parts.append(f"{loc}: {item['msg']}")
+    return f"{path}: " + "; ".join(parts)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ScenarioError(f"{path}: file is missing") from exc
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+
+
+def safe_relative_path(filename: str) -> PurePosixPath:
+    """Validate a client-supplied relative file name; raise ValueError on traversal or absolute paths.
+
+    Percent-encoding is undone first so `%2e%2e/` is caught like `../`.
+    """
+    decoded = filename
+    for _ in range(3):  # double-encoded input must not slip through
+        decoded = unquote(decoded)
+    if not decoded or "\x00" in decoded or "\\" in decoded:
+        raise ValueError("filename is empty or contains a forbidden character")
+    path = PurePosixPath(decoded)
+    if path.is_absolute() or any(part in ("..", "") for part in path.parts) or decoded.startswith("~"):
+        raise ValueError("filename must be a relative path inside the seed data directory")
+    return path
+
+
+@dataclass
+class ScenarioFiles:
+    """One scenario folder, loaded lazily and cached."""
+
+    root: Path
+    template: Template
+    _tasks: dict[str, Task] | None = field(default=None, repr=False)
+
+    @property
+    def scenario_id(self) -> str:
+        return self.template.scenario_id
+
+    @property
+    def key(self) -> str:
+        return partition_key(self.scenario_id)
+
+    @cached_property
+    def npcs(self) -> list[NpcProfile]:
+        path = self.root / "npcs.json"
+        if not path.exists():
+            return []
+        raw = _read_json(path)
+        if not isinstance(raw, list):
+            raise ScenarioError(f"{path}: expected a JSON array of NPC profiles")
+        try:
+            return [NpcProfile.model_validate(item) for item in raw]
+        except ValidationError as exc:
+            raise ScenarioError(_format_validation_error(path, exc)) from exc
+
+    def tasks(self) -> dict[str, Task]:
+        if self._tasks is None:
+            npcs_by_id = {npc.profile_id: npc for npc in self.npcs}
+            tasks: dict[str, Task] = {}
+            for path in sorted((self.root / "tasks").glob("*.json")):
+                raw = _read_json(path)
+                if not isinstance(raw, dict):
+                    raise ScenarioError(f"{path}: expected a JSON object")
+                raw = dict(raw)
+                profiles = []
+                for ref in raw.get("npc_profiles", []):
+                    if isinstance(ref, str):
+                        if ref not in npcs_by_id:
+                            raise ScenarioError(f"{path}: npc_profiles: unknown profile_id {ref!r}")
+                        profiles.append(npcs_by_id[ref].model_dump(exclude={"public_info"}))
+                    else:
+                        profiles.append(ref)
+                raw["npc_profiles"] = profiles
+                try:
+                    task = Task.model_validate(raw)
+                except ValidationError as exc:
+                    raise ScenarioError(_format_validation_error(path, exc)) from exc
+                if task.task_id in tasks:
+                    raise ScenarioError(f"{path}: task_id: {task.task_id!r} is used by another task")
+                self._check_task_references(path, task)
+                tasks[task.task_id] = task
+            if not tasks:
+                raise ScenarioError(f"{self.root / 'tasks'}: the scenario has no tasks")
+            self._tasks = tasks
+        return self._tasks
+
+    def _check_task_references(self, path: Path, task: Task) -> None:
+        for server, files in task.seed_data.items():
+            for name in files:
+                if not (self.root / "seed_data" / name).is_file():
+                    raise ScenarioError(f"{path}: seed_data.{server}: seed file {name!r} does not exist")
+        for module in task.verifiers:
+            if not (self.root / "verifiers" / f"{module}.py").is_file():
+                raise ScenarioError(f"{path}: verifiers: module {module!r} has no file verifiers/{module}.py")
+        known_servers = {s.name for s in self.template.tool_servers}
+        for ref in task.tool_servers:
+            if ref.name not in known_servers:
+                raise ScenarioError(
+                    f"{path}: tool_servers: {ref.name!r} is not one of the template's {sorted(known_servers)}"
+                )
+
+    def task(self, task_id: str) -> Task:
+        tasks = self.tasks()
+        if task_id not in tasks:
+            raise KeyError(task_id)
+        return tasks[task_id]
+
+    def rubric(self, task_id: str) -> Rubric | None:
+        return self.task(task_id).rubric
+
+    def seed_files(self) -> list[str]:
+        base = self.root / "seed_data"
+        if not base.is_dir():
+            return []
+        return sorted(str(p.relative_to(base).as_posix()) for p in base.rglob("*") if p.is_file())
+
+    def seed_file(self, filename: str) -> SeedDataFile:
+        """Read one seed file by its relative name. ValueError on traversal, FileNotFoundError if absent."""
+        relative = safe_relative_path(filename)
+        base = (self.root / "seed_data").resolve()
+        target = (base / relative).resolve()
+        if base not in target.parents or not target.is_file():
+            raise FileNotFoundError(filename)
+        return SeedDataFile(
+            scenario_id=self.scenario_id, filename=relative.as_posix(), content=target.read_text(encoding="utf-8")
+        )
+
+    def seed_payload(self, task: Task, server: str) -> list[Any]:
+        """The parsed JSON seed files a task sends to one tool server, in declaration order."""
+        return [_read_json(self.root / "seed_data" / name) for name in task.seed_data.get(server, [])]
+
+    @property
+    def verifiers_dir(self) -> Path:
+        return self.root / "verifiers"
+
+    def with_counts(self) -> Template:
+        return self.template.model_copy(update={"num_tasks": len(self.tasks()), "num_npcs": len(self.npcs)})
+
+
+class ScenarioCatalog:
+    """All scenarios under one directory, by scenario id. Re-scans on `refresh()` (new generated scenarios)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or default_scenarios_dir()
+        self._by_id: dict[str, ScenarioFiles] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        by_id: dict[str, ScenarioFiles] = {}
+        if self.root.is_dir():
+            for template_path in sorted(self.root.glob("*/template.json")):
+                raw = _read_json(template_path)
+                try:
+                    template = Template.model_validate(raw)
+                except ValidationError as exc:
+                    raise ScenarioError(_format_validation_error(template_path, exc)) from exc
+                if template.scenario_id in by_id:
+                    raise ScenarioError(
+                        f"{template_path}: scenario_id: {template.scenario_id!r} is used by "
+                        f"{by_id[template.scenario_id].root}"
+                    )
+                by_id[template.scenario_id] = ScenarioFiles(root=template_path.parent, template=template)
+        self._by_id = by_id
+
+    def ids(self) -> list[str]:
+        return sorted(self._by_id)
+
+    def get(self, scenario_id: str) -> ScenarioFiles:
+        """Look up by raw id or by partition key."""
+        if scenario_id in self._by_id:
+            return self._by_id[scenario_id]
+        for files in self._by_id.values():
+            if files.key == scenario_id:
+                return files
+        raise KeyError(scenario_id)
+
+    def all(self) -> list[ScenarioFiles]:
+        return [self._by_id[i] for i in self.ids()]

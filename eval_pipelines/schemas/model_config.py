@@ -1,0 +1,113 @@
+"""ModelConfig (spec 000) and the providers it can name.
+
+Every provider is reached through an OpenAI-compatible chat-completions endpoint, so `custom` plus a
+`base_url` covers vLLM, Ollama, llama.cpp and any proxy; the hosted providers only differ in their default
+base URL and the environment variable that conventionally holds their key.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, SecretStr, field_serializer, model_validator
+
+from eval_pipelines.schemas._base import StrictModel, WireModel
+
+DEFAULT_TEMPERATURE = 0.7
+MIN_TEMPERATURE = 0.0
+MAX_TEMPERATURE = 2.0
+DEFAULT_MAX_STEPS = 30
+DEFAULT_CONTEXT_STRIDE = 3
+DEFAULT_SUMMARIZE_EVERY_N_TURNS = 0
+API_KEY_PLACEHOLDER = "<PROVIDER_API_KEY>"
+MASK = "**********"
+
+
+class Provider(StrEnum):
+    CUSTOM = "custom"
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    GEMINI = "gemini"
+    TOGETHER = "together"
+    OPENROUTER = "openrouter"
+
+
+#: OpenAI-compatible base URLs of the hosted providers (each documents a chat-completions endpoint here).
+PROVIDER_BASE_URLS: dict[Provider, str] = {
+    Provider.OPENAI: "https://api.openai.com/v1",
+    Provider.ANTHROPIC: "https://api.anthropic.com/v1",
+    Provider.GEMINI: "https://generativelanguage.googleapis.com/v1beta/openai",
+    Provider.TOGETHER: "https://api.together.xyz/v1",
+    Provider.OPENROUTER: "https://openrouter.ai/api/v1",
+}
+
+
+class ModelConfig(StrictModel):
+    """The LLM configuration of a run (spec 000 ModelConfig). `api_key` is a secret: masked in repr,
+    excluded from every dump unless the caller explicitly reveals it for the one outbound request."""
+
+    model: str = Field(min_length=1, description="LLM model identifier")
+    provider: Provider = Provider.CUSTOM
+    api_key: SecretStr = Field(description="credential for the provider")
+    base_url: str | None = Field(default=None, description="custom API base URL (proxy or self-hosted)")
+    temperature: float = Field(default=DEFAULT_TEMPERATURE, ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE)
+    max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
+    system_prompt: str | None = None
+    tool_server_url: str | None = None
+    log_prob: bool = False
+    summarize_every_n_turns: int = Field(default=DEFAULT_SUMMARIZE_EVERY_N_TURNS, ge=0)
+    context_stride: int = Field(default=DEFAULT_CONTEXT_STRIDE, ge=1)
+
+    @field_serializer("api_key", when_used="always")
+    def _mask_key(self, value: SecretStr) -> str:
+        # Serialising a ModelConfig never writes the key; outbound requests use `reveal_api_key()`.
+        return MASK
+
+    def reveal_api_key(self) -> str:
+        return self.api_key.get_secret_value()
+
+    def resolved_base_url(self) -> str:
+        """The chat-completions base URL: explicit `base_url`, else the provider's default."""
+        if self.base_url:
+            return self.base_url.rstrip("/")
+        if self.provider == Provider.CUSTOM:
+            raise ValueError("model_config.base_url is required when provider is 'custom'")
+        return PROVIDER_BASE_URLS[self.provider]
+
+    def echo(self) -> ModelConfigEcho:
+        """What a rollout echoes back: never the key."""
+        return ModelConfigEcho.model_validate(self.model_dump(exclude={"api_key"}))
+
+    @model_validator(mode="after")
+    def _custom_needs_base_url(self) -> ModelConfig:
+        if self.provider == Provider.CUSTOM and not self.base_url:
+            raise ValueError("base_url is required when provider is 'custom'")
+        return self
+
+
+class ModelConfigEcho(WireModel):
+    """The rollout's echo of its model configuration (spec 000 `model_config`; hosted: `model_config_data`)."""
+
+    model: str
+    provider: str = Provider.CUSTOM.value
+    temperature: float = DEFAULT_TEMPERATURE
+    max_steps: int = DEFAULT_MAX_STEPS
+    base_url: str | None = None
+    system_prompt: str | None = None
+    tool_server_url: str | None = None
+    log_prob: bool = False
+    summarize_every_n_turns: int = DEFAULT_SUMMARIZE_EVERY_N_TURNS
+    context_stride: int = DEFAULT_CONTEXT_STRIDE
+
+
+def strip_secrets(data: Any) -> Any:
+    """Recursively drop `api_key`-like fields from JSON-compatible data before it is persisted."""
+    if isinstance(data, dict):
+        return {k: strip_secrets(v) for k, v in data.items() if k not in SECRET_FIELD_NAMES}
+    if isinstance(data, list):
+        return [strip_secrets(v) for v in data]
+    return data
+
+
+SECRET_FIELD_NAMES = frozenset({"api_key", "rag_api_key", "authorization", "API-Key"})

@@ -1,0 +1,145 @@
+"""Assessment platform (spec 002): datasets, judges, assessments, conversation judging, synthetic data."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+from pydantic import Field, SecretStr, field_serializer, field_validator
+
+from eval_pipelines.schemas._base import StrictModel, WireModel
+
+GROUND_TRUTH_ERROR = "invalid input for query argument"
+DEFAULT_ROLL_DATA = True
+DEFAULT_SKIP_CONTEXT_CHECK = False
+
+QUALITY_MODELS = ("veritas", "veritas_nano")
+SAFETY_MODELS = ("collinear_guard", "collinear_guard_nano")
+FULL_SAFETY_GUARD_MODEL = "collinear_guard"
+
+
+class NanoModelType(StrEnum):
+    PROMPT = "prompt"
+    REFUSAL = "refusal"
+    RESPONSE = "response"
+
+
+class ConversationMessage(WireModel):
+    role: str = Field(min_length=1)
+    content: str
+
+
+class DatasetRow(StrictModel):
+    conv_prefix: list[ConversationMessage]
+    response: ConversationMessage
+    ground_truth: int | None = None
+    context: str | None = None
+
+    @field_validator("ground_truth", mode="before")
+    @classmethod
+    def _integer_label(cls, value: Any) -> Any:
+        # Strings (even "1") are refused like the hosted platform does; bools are not integers here either.
+        if value is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value not in (0, 1):
+            raise ValueError(GROUND_TRUTH_ERROR)
+        return value
+
+
+class StoredDatasetRow(WireModel):
+    id: str
+    conv_prefix: list[ConversationMessage]
+    response: ConversationMessage
+    ground_truth: int | None = None
+    context: str | None = None
+
+
+class EligibleEvaluationTypes(WireModel):
+    evaluation_types: list[str]
+
+
+class PlatformUploadData(WireModel):
+    dataset_id: str
+    eligible_evaluation_types: EligibleEvaluationTypes
+    rows: int
+
+
+class PlatformUploadResponse(WireModel):
+    message: str
+    data: PlatformUploadData
+
+
+class JudgeCreateRequest(StrictModel):
+    judge_name: str = Field(min_length=1)
+    space_id: UUID
+    model_name: str = Field(min_length=1)
+    nano_model_type: NanoModelType | None = None
+    qa_few_shot: list[dict[str, Any]] | None = None
+    nli_few_shot: list[dict[str, Any]] | None = None
+    conv_few_shot: list[dict[str, Any]] | None = None
+    rag_api_key: SecretStr | None = None
+    rag_index: str | None = None
+    rag_namespace: str | None = None
+    rag_host: str | None = None
+    rag_top_k: int | None = Field(default=None, ge=1)
+
+    @field_serializer("rag_api_key", when_used="always")
+    def _mask(self, value: SecretStr | None) -> str | None:
+        return None if value is None else "**********"
+
+
+class JudgeCreateResponse(WireModel):
+    id: str
+
+
+class AssessRunRequest(StrictModel):
+    dataset_id: UUID
+    space_id: UUID
+    judge_ids: list[UUID] = Field(min_length=1)
+    name: str = Field(min_length=1)
+    roll_data: bool = DEFAULT_ROLL_DATA
+
+
+class JudgeScore(WireModel):
+    score: float
+    rationale: str = ""
+
+
+class EvaluationEntry(WireModel):
+    conversation_scores: dict[str, JudgeScore]
+    conversation_total_turns: int
+
+
+class AssessRunData(WireModel):
+    evaluation_result: list[EvaluationEntry]
+
+
+class AssessRunResponse(WireModel):
+    message: str
+    data: AssessRunData
+
+
+class ConversationJudgeRequest(StrictModel):
+    conversation_prefix: list[ConversationMessage]
+    response: ConversationMessage
+    space_id: UUID
+    judge_id: UUID
+
+
+class ConversationJudgement(WireModel):
+    score: float
+    category: str | None = None
+    rationale: str = ""
+
+
+class SynthDataRequest(StrictModel):
+    model_id: UUID
+    multiplier: int = Field(ge=1)
+    examples: list[dict[str, Any]] = Field(min_length=1)
+    prompt: str = Field(min_length=1)
+
+
+class SyntheticRow(WireModel):
+    original: dict[str, Any]
+    generated: str

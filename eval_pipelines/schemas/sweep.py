@@ -1,0 +1,85 @@
+"""Sweep configuration files (`data/sweeps/<name>.yaml`): which scenarios, which models, how many rollouts."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator, model_validator
+
+from eval_pipelines.schemas._base import StrictModel
+from eval_pipelines.schemas.model_config import (
+    DEFAULT_CONTEXT_STRIDE,
+    DEFAULT_MAX_STEPS,
+    DEFAULT_SUMMARIZE_EVERY_N_TURNS,
+    DEFAULT_TEMPERATURE,
+    MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
+    Provider,
+)
+
+SIMULATED_BASE_URL = "sim://local"
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class SweepModel(StrictModel):
+    """A model in a sweep. The key is never in the file: `api_key_env` names the variable that holds it.
+    `base_url: sim://local` selects the project's simulated models (offline, labelled simulated)."""
+
+    name: str = Field(min_length=1, description="the model's name in partitions and tables")
+    model: str = Field(min_length=1)
+    provider: Provider = Provider.CUSTOM
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    temperature: float = Field(default=DEFAULT_TEMPERATURE, ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE)
+    max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
+    system_prompt: str | None = None
+    summarize_every_n_turns: int = Field(default=DEFAULT_SUMMARIZE_EVERY_N_TURNS, ge=0)
+    context_stride: int = Field(default=DEFAULT_CONTEXT_STRIDE, ge=1)
+    log_prob: bool = False
+
+    @property
+    def is_simulated(self) -> bool:
+        return self.base_url == SIMULATED_BASE_URL
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not NAME_PATTERN.match(value):
+            raise ValueError("model name may only contain letters, digits, '_', '.' and '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _where_to_reach(self) -> SweepModel:
+        if self.provider == Provider.CUSTOM and not self.base_url:
+            raise ValueError("base_url is required when provider is 'custom'")
+        if not self.is_simulated and not self.api_key_env:
+            raise ValueError("api_key_env is required for a non-simulated model")
+        return self
+
+
+class SweepConfig(StrictModel):
+    name: str = Field(min_length=1)
+    description: str = ""
+    scenarios: list[str] = Field(min_length=1)
+    models: list[SweepModel] = Field(min_length=1)
+    rollout_count: int = Field(default=3, ge=1)
+    max_parallel: int = Field(default=8, ge=1)
+    rollout_timeout_seconds: float = Field(default=300.0, gt=0)
+    task_ids: list[str] | None = Field(default=None, description="default: every task of each scenario")
+    cron: str | None = Field(default=None, description="schedule for this sweep; none means manual only")
+    max_cost_usd: float | None = Field(default=None, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not NAME_PATTERN.match(value):
+            raise ValueError("sweep name may only contain letters, digits, '_', '.' and '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_models(self) -> SweepConfig:
+        names = [m.name for m in self.models]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"model names must be unique; repeated: {duplicates}")
+        return self

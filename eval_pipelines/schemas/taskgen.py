@@ -1,0 +1,124 @@
+"""Task generation (spec 000)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from eval_pipelines.schemas._base import StrictModel, WireModel, utc_now_iso
+
+DEFAULT_NUM_TASKS = 10
+MAX_NUM_TASKS = 200
+DEFAULT_EMAIL_DOMAIN = "example.com"
+DEFAULT_AGENT_EMAIL = "agent@example.com"
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class AgentSpec(StrictModel):
+    role: str = ""
+    description: str = ""
+
+
+class ScenarioSpec(StrictModel):
+    name: str = ""
+    role_label: str = ""
+    conventions: str = ""
+    policies: list[str] = Field(default_factory=list)
+
+
+class Category(StrictModel):
+    id: str
+    label: str
+
+
+class Workflow(StrictModel):
+    name: str
+    steps: list[str] = Field(default_factory=list)
+
+
+class NpcRole(StrictModel):
+    role: str
+    typical_asks: list[str] | str = Field(default_factory=list)
+
+
+class Workspace(StrictModel):
+    email_domain: str = DEFAULT_EMAIL_DOMAIN
+    agent_email: str = DEFAULT_AGENT_EMAIL
+
+
+class Complexity(StrictModel):
+    easy: float = Field(default=0.3, ge=0)
+    medium: float = Field(default=0.5, ge=0)
+    hard: float = Field(default=0.2, ge=0)
+
+
+class TaskGenRequest(StrictModel):
+    toolset: list[dict[str, Any]] = Field(min_length=1)
+    num_tasks: int = Field(default=DEFAULT_NUM_TASKS, ge=1, le=MAX_NUM_TASKS)
+    model: str | None = None
+    preset: str | None = None
+    agent: AgentSpec | None = None
+    scenario: ScenarioSpec | None = None
+    categories: list[Category] | None = None
+    workflows: list[Workflow] | None = None
+    npcs: list[NpcRole] | None = None
+    workspace: Workspace = Field(default_factory=Workspace)
+    complexity: Complexity | None = None
+    diversity: dict[str, Any] | None = None
+
+    @field_validator("toolset")
+    @classmethod
+    def _tools_have_names(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for index, tool in enumerate(value):
+            if not isinstance(tool.get("name"), str) or not tool["name"]:
+                raise ValueError(f"toolset[{index}].name is required")
+        return value
+
+
+class TaskGenJob(WireModel):
+    job_id: str
+    status: JobStatus = JobStatus.PENDING
+    progress: str | None = None
+    created_at: str = Field(default_factory=utc_now_iso)
+    completed_at: str | None = None
+    error: str | None = None
+
+
+class GeneratedFile(WireModel):
+    filename: str
+    content: str
+
+
+class TaskGenResults(WireModel):
+    job_id: str
+    tasks: list[GeneratedFile] = Field(default_factory=list)
+    instructions: list[GeneratedFile] = Field(default_factory=list)
+    rubrics: list[GeneratedFile] = Field(default_factory=list)
+    verifiers: list[GeneratedFile] = Field(default_factory=list)
+    skills_md: str = ""
+    npcs: list[dict[str, Any]] | None = None
+    filter_summary: dict[str, Any] | None = None
+
+
+class ModelTestErrorType(StrEnum):
+    AUTHENTICATION_ERROR = "authentication_error"
+    CONNECTION_ERROR = "connection_error"
+    TIMEOUT = "timeout"
+    INVALID_MODEL = "invalid_model"
+    RATE_LIMIT = "rate_limit"
+    BAD_REQUEST = "bad_request"
+    UNKNOWN = "unknown"
+
+
+class ModelConfigTestResult(WireModel):
+    success: bool
+    message: str
+    error_type: ModelTestErrorType | None = None
