@@ -1,0 +1,1 @@
+"""Small Dagster-free utilities shared across layers (serving ASGI apps, retries)."""

@@ -1,0 +1,82 @@
+"""Serve an ASGI app with uvicorn on a loopback port in a background thread.
+
+The embedded default and the tests talk to real HTTP servers (tool servers, simulated models, the local
+services), never to in-process mocks; this is the one place that starts them.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class BackgroundServer:
+    """`with BackgroundServer(app) as server: httpx.get(server.url + "/health")`."""
+
+    def __init__(
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        startup_timeout: float = 15.0,
+        log_level: str = "warning",
+    ) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self._startup_timeout = startup_timeout
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=self.port,
+            log_level=log_level,
+            access_log=False,
+            lifespan="on",
+            # Loopback traffic from many concurrent rollouts: keep connections alive between steps.
+            timeout_keep_alive=30,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> BackgroundServer:
+        if self._thread is not None:
+            return self
+        self._thread = threading.Thread(target=self._server.run, name=f"uvicorn:{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self._startup_timeout
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError(f"server on {self.url} exited during startup")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"server on {self.url} did not start within {self._startup_timeout}s")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._thread is None:
+            return
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        self._thread = None
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
