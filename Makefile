@@ -1,0 +1,30 @@
+# The README's commands. Each one creates .venv and installs the project on first use (package registries only).
+VENV ?= .venv
+PYTHON ?= python3
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: sweep test lint validate bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+## Main job: the default model-comparison sweep through Dagster; prints the pass-rate table.
+sweep: $(STAMP)
+	$(VENV)/bin/eval-pipelines sweep
+
+## Tests: lint, type check, Dagster definitions check, then the whole pytest suite.
+test: $(STAMP) lint validate
+	$(VENV)/bin/pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check eval_pipelines tests
+	$(VENV)/bin/mypy eval_pipelines
+
+validate: $(STAMP)
+	$(VENV)/bin/dagster definitions validate -w workspace.yaml
+
+clean:
+	rm -rf data/warehouse data/eval.duckdb data/dagster data/service data/artifacts

@@ -1,0 +1,145 @@
+"""Helpers shared by the email_ops verifiers.
+
+Standard library only, and imported relatively, so the package works from a verifier bundle without
+eval_pipelines installed. Verifiers judge the mailbox STATE the engine recorded
+(`metadata["state"]["email"] = {"initial": ..., "final": ...}`), never the transcript.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+SERVER = "email"
+ACCOUNT = "agent@example.com"
+
+Email = dict[str, Any]
+State = dict[str, Any]
+Result = tuple[bool, str]
+
+
+class StateMissing(Exception):
+    pass
+
+
+def _metadata(run_artifacts: Any) -> dict[str, Any]:
+    if isinstance(run_artifacts, dict):
+        metadata = run_artifacts.get("metadata")
+    else:
+        metadata = getattr(run_artifacts, "metadata", None)
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def mailbox_states(run_artifacts: Any) -> tuple[State, State]:
+    """(initial, final) state of the email server, or StateMissing with the reason."""
+    server_state = (_metadata(run_artifacts).get("state") or {}).get(SERVER)
+    if not isinstance(server_state, dict):
+        raise StateMissing("no email tool-server state recorded in run_artifacts.metadata['state']['email']")
+    initial, final = server_state.get("initial"), server_state.get("final")
+    if not isinstance(initial, dict) or not isinstance(final, dict):
+        raise StateMissing("the email state needs both 'initial' and 'final' snapshots")
+    return initial, final
+
+
+def state_verifier(check: Callable[[State, State], Result]) -> Callable[[Any], Result]:
+    """Turn `check(initial, final)` into `verify(run_artifacts)` that accepts a RunArtifacts or a dict."""
+
+    def verify(run_artifacts: Any) -> Result:
+        try:
+            initial, final = mailbox_states(run_artifacts)
+        except StateMissing as exc:
+            return False, str(exc)
+        return check(initial, final)
+
+    verify.__doc__ = check.__doc__
+    return verify
+
+
+def emails(state: State) -> dict[str, Email]:
+    return state.get("emails") or {}
+
+
+def norm(text: Any) -> str:
+    return re.sub(r"\s+", " ", str(text or "")).strip().lower()
+
+
+def has_phrase(text: Any, phrase: str) -> bool:
+    return norm(phrase) in norm(text)
+
+
+def has_number(text: Any, number: str) -> bool:
+    """`number` as a standalone token ("18" matches "18 pallets", not "2018" or "18.5")."""
+    return re.search(rf"(?<![\d.]){re.escape(number)}(?![\d]|\.\d)", str(text or "")) is not None
+
+
+def recipients(email: Email, fields: Iterable[str] = ("to", "cc")) -> set[str]:
+    found: set[str] = set()
+    for name in fields:
+        value = email.get(name) or []
+        found |= {norm(a) for a in ([value] if isinstance(value, str) else value)}
+    return found
+
+
+def text_of(email: Email) -> str:
+    return f"{email.get('subject', '')}\n{email.get('body', '')}"
+
+
+def new_sent(initial: State, final: State) -> list[Email]:
+    """Emails the agent sent during the run, oldest first."""
+    before = emails(initial)
+    sent = [
+        e
+        for key, e in emails(final).items()
+        if key not in before and (e.get("folder") == "sent" or norm(e.get("from")) == ACCOUNT)
+    ]
+    return sorted(sent, key=lambda e: (str(e.get("timestamp", "")), str(e.get("id", ""))))
+
+
+def sent_to(sent: list[Email], address: str, fields: Iterable[str] = ("to", "cc")) -> list[Email]:
+    target = norm(address)
+    field_list = list(fields)
+    return [e for e in sent if target in recipients(e, field_list)]
+
+
+def describe(sent: list[Email]) -> str:
+    if not sent:
+        return "no emails were sent"
+    parts = []
+    for e in sent:
+        cc = f" cc={','.join(e.get('cc') or [])}" if e.get("cc") else ""
+        parts.append(f"[{e.get('id')}] to={','.join(e.get('to') or [])}{cc} subject={e.get('subject')!r}")
+    return "sent: " + "; ".join(parts)
+
+
+def trashed(initial: State, final: State) -> set[str]:
+    """Seeded emails that were moved to the trash during the run."""
+    after = emails(final)
+    return {
+        key
+        for key, e in emails(initial).items()
+        if e.get("folder") != "trash" and (after.get(key) or {}).get("folder") == "trash"
+    }
+
+
+def collateral(initial: State, final: State, allowed_trash: Iterable[str] = ()) -> str | None:
+    """A message if a seeded email vanished, was edited, or was trashed without being in `allowed_trash`."""
+    allowed = set(allowed_trash)
+    after = emails(final)
+    for key, before in emails(initial).items():
+        now = after.get(key)
+        if now is None:
+            return f"seeded email {key} ({before.get('subject')!r}) disappeared from the mailbox"
+        for name in ("from", "to", "cc", "subject", "body", "timestamp"):
+            if now.get(name) != before.get(name):
+                return f"seeded email {key} was modified (field {name!r})"
+        if key not in allowed and now.get("folder") != before.get("folder"):
+            return (
+                f"email {key} ({before.get('subject')!r}) was moved from {before.get('folder')} to "
+                f"{now.get('folder')} but should have been left alone"
+            )
+    return None
+
+
+def missing_phrases(text: str, phrases: Iterable[str]) -> list[str]:
+    return [p for p in phrases if not has_phrase(text, p)]

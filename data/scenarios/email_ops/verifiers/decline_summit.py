@@ -1,0 +1,31 @@
+"""email_ops_010: decline the Logistics Summit invitation and tell Priya."""
+
+from __future__ import annotations
+
+from ._common import Result, State, collateral, describe, has_phrase, new_sent, sent_to, state_verifier, text_of
+
+NEEDS = "state"
+ORGANISERS = "events@logisticsummit.org"
+PRIYA = "priya.shah@example.com"
+
+
+def check(initial: State, final: State) -> Result:
+    """A declining email to the organisers ('decline') and an email to Priya mentioning 'Logistics Summit'."""
+    sent = new_sent(initial, final)
+    to_organisers = sent_to(sent, ORGANISERS)
+    if not to_organisers:
+        return False, f"no reply was sent to {ORGANISERS}; {describe(sent)}"
+    if not any(has_phrase(e.get("body"), "decline") for e in to_organisers):
+        return False, "the email to the organisers does not contain 'decline'"
+    to_priya = sent_to(sent, PRIYA)
+    if not to_priya:
+        return False, f"Priya ({PRIYA}) was not told that the invitation was declined; {describe(sent)}"
+    if not any(has_phrase(text_of(e), "Logistics Summit") for e in to_priya):
+        return False, "the email to Priya does not mention 'Logistics Summit'"
+    problem = collateral(initial, final)
+    if problem:
+        return False, problem
+    return True, "invitation declined and Priya informed"
+
+
+verify = state_verifier(check)

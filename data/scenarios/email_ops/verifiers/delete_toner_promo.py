@@ -1,0 +1,21 @@
+"""email_ops_002: trash the Office Supply Hub toner promotion and nothing else."""
+
+from __future__ import annotations
+
+from ._common import Result, State, collateral, state_verifier, trashed
+
+NEEDS = "state"
+PROMO = "e-014"
+
+
+def check(initial: State, final: State) -> Result:
+    """e-014 is in the trash; no other email moved."""
+    if PROMO not in trashed(initial, final):
+        return False, f"the toner promotion ({PROMO}) is not in the trash"
+    problem = collateral(initial, final, allowed_trash={PROMO})
+    if problem:
+        return False, problem
+    return True, "toner promotion moved to trash; nothing else deleted"
+
+
+verify = state_verifier(check)

@@ -1,0 +1,27 @@
+"""Load a custom agent class from `module.path:ClassName`."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+from eval_pipelines.agents.base import BaseAgent
+
+_AGENT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def load_agent_class(path: str) -> type[BaseAgent]:
+    """ValueError for a malformed path or a missing module/class; TypeError when it is not a BaseAgent."""
+    if not _AGENT_PATH.match(path):
+        raise ValueError(f"agent path {path!r} must have the form 'module.path:ClassName'")
+    module_name, class_name = path.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"agent module {module_name!r} cannot be imported: {exc}") from exc
+    candidate = getattr(module, class_name, None)
+    if candidate is None:
+        raise ValueError(f"agent module {module_name!r} has no attribute {class_name!r}")
+    if not isinstance(candidate, type) or not issubclass(candidate, BaseAgent):
+        raise TypeError(f"{path} is not a subclass of eval_pipelines.agents.BaseAgent")
+    return candidate

@@ -1,0 +1,168 @@
+"""The reference agent: a tool-calling loop over an OpenAI-compatible chat-completions endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
+from eval_pipelines.environments.base import BaseEnvironment
+from eval_pipelines.llm.client import ChatClient
+from eval_pipelines.llm.pricing import estimate_cost_usd
+from eval_pipelines.llm.types import ChatCompletion, ChatRequest, split_wire_tool_name, wire_tool_name
+from eval_pipelines.schemas.artifacts import META_LOGPROBS, META_USAGE, RunArtifacts
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.runs import MSG_MAX_STEPS, TerminationReason, TokenUsage
+from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a capable assistant working inside a company's tools. Use the tools to complete the user's task. "
+    "Act on the tools rather than describing what you would do. When the task is done, reply with a short "
+    "summary and no tool call."
+)
+
+
+def unknown_tool_message(name: str) -> str:
+    return f"Unknown tool call requested by model: {name}"
+
+
+class ToolCallingAgent(BaseAgent):
+    """One LLM call per step, up to `max_steps`; every requested tool call is executed; a reply without tool
+    calls is the final observation. The model sees each tool as `<tool_server>__<tool_name>`."""
+
+    def __init__(
+        self,
+        client: ChatClient,
+        model_config: ModelConfig,
+        *,
+        user_tag: str | None = None,
+        stop_event: asyncio.Event | None = None,
+    ) -> None:
+        self.client = client
+        self.model_config = model_config
+        self.user_tag = user_tag
+        self.stop_event = stop_event
+        self._tools: dict[str, tuple[str, str]] = {}
+        self._tool_specs: list[dict[str, Any]] = []
+
+    @staticmethod
+    def name() -> str:
+        return "tool_calling_agent"
+
+    def version(self) -> str | None:
+        return "1.0"
+
+    async def setup(self, environment: BaseEnvironment) -> None:
+        self._tools.clear()
+        self._tool_specs.clear()
+        for tool in await environment.alist_tools():
+            wire = wire_tool_name(tool["tool_server"], tool["name"])
+            if wire in self._tools:
+                raise ValueError(f"duplicate tool wire name {wire!r}")
+            self._tools[wire] = (tool["tool_server"], tool["name"])
+            self._tool_specs.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": wire,
+                        "description": tool.get("description", ""),
+                        "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+                    },
+                }
+            )
+
+    def _request(self, messages: list[dict[str, Any]]) -> ChatRequest:
+        body: dict[str, Any] = {
+            "model": self.model_config.model,
+            "messages": messages,
+            "temperature": self.model_config.temperature,
+        }
+        if self._tool_specs:
+            body["tools"] = self._tool_specs
+        if self.model_config.log_prob:
+            body["logprobs"] = True
+        if self.user_tag:
+            body["user"] = self.user_tag
+        return ChatRequest.model_validate(body)
+
+    def _account(self, context: RunArtifacts, completion: ChatCompletion) -> None:
+        usage = TokenUsage.model_validate(context.metadata.get(META_USAGE) or {})
+        prompt = completion.usage.prompt_tokens if completion.usage else 0
+        completion_tokens = completion.usage.completion_tokens if completion.usage else 0
+        step = TokenUsage(
+            prompt_tokens=prompt,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt + completion_tokens,
+            cost_usd=estimate_cost_usd(self.model_config.model, prompt, completion_tokens),
+            llm_calls=1,
+        )
+        context.metadata[META_USAGE] = usage.add(step).model_dump()
+        if self.model_config.log_prob and completion.choices and completion.choices[0].logprobs is not None:
+            logprobs = completion.choices[0].logprobs
+            dumped = logprobs.model_dump() if hasattr(logprobs, "model_dump") else logprobs
+            context.metadata.setdefault(META_LOGPROBS, []).append(dumped)
+
+    async def run(self, instruction: str, environment: BaseEnvironment, context: RunArtifacts) -> None:
+        if not self._tools:
+            await self.setup(environment)
+        system_prompt = self.model_config.system_prompt or DEFAULT_SYSTEM_PROMPT
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": instruction},
+        ]
+        context.record_message("system", system_prompt)
+        context.record_message("user", instruction)
+        for _ in range(self.model_config.max_steps):
+            if self.stop_event is not None and self.stop_event.is_set():
+                raise asyncio.CancelledError()
+            completion = await self.client.complete(self._request(messages))
+            self._account(context, completion)
+            if not completion.choices:
+                raise ValueError("model returned no choices")
+            reply = completion.choices[0].message
+            tool_calls = list(reply.tool_calls or [])
+            if not tool_calls:
+                text = reply.content or ""
+                messages.append({"role": "assistant", "content": text})
+                context.record_message("assistant", text)
+                context.set_final_observation(text)
+                context.metadata[META_TERMINATION] = TerminationReason.FINAL_RESPONSE.value
+                return
+            wire_calls = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in tool_calls
+            ]
+            messages.append({"role": "assistant", "content": reply.content, "tool_calls": wire_calls})
+            context.record_message("assistant", reply.content, tool_calls=wire_calls)
+            for call in tool_calls:
+                result, call_record = await self._execute(environment, call.function.name, call.function.arguments)
+                observation = (
+                    result.observation if isinstance(result.observation, str) else json.dumps(result.observation)
+                )
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
+                context.record_message("tool", observation, tool_call_id=call.id, is_error=result.is_error)
+                context.record_tool_call(call_record, result)
+        context.metadata[META_TERMINATION] = TerminationReason.MAX_STEPS.value
+        context.set_error(MSG_MAX_STEPS)
+
+    async def _execute(
+        self, environment: BaseEnvironment, wire: str, raw_arguments: str | None
+    ) -> tuple[ToolCallResult, ToolCall]:
+        try:
+            parsed = json.loads(raw_arguments) if raw_arguments else {}
+        except json.JSONDecodeError:
+            parsed = {}
+        arguments: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
+        target = self._tools.get(wire)
+        if target is None:
+            server, tool = split_wire_tool_name(wire) or ("unknown", wire)
+            call = ToolCall(tool_server=server, tool_name=tool, parameters=arguments)
+            return ToolCallResult(observation=unknown_tool_message(wire), is_error=True), call
+        server, tool = target
+        call = ToolCall(tool_server=server, tool_name=tool, parameters=arguments)
+        return await environment.acall_tool(server, tool, arguments), call

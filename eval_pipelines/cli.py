@@ -1,0 +1,223 @@
+"""`eval-pipelines`: run sweeps through Dagster and query the results.
+
+User errors (a bad config, a missing key variable, an unknown scenario) print one line naming the file and
+the field, and exit with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError
+from eval_pipelines.sweeps import ConfigError, default_sweep_id, load_sweep, model_config_for, project_root, run_name
+
+EXIT_USER_ERROR = 2
+#: The progress bar is the CLI's view of a sweep; Dagster's own event stream stays in its storage and UI.
+QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+class UserError(Exception):
+    pass
+
+
+def _dagster_instance() -> Any:
+    import dagster as dg
+
+    if os.environ.get("DAGSTER_HOME"):
+        return dg.DagsterInstance.get()
+    # The repository's dagster.yaml keeps storage under data/dagster, relative to the repository root.
+    os.chdir(project_root())
+    return dg.DagsterInstance.from_config(str(project_root()))
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import dagster as dg
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, eval_catalog, eval_run, rollouts, verification
+    from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
+    from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+    from eval_pipelines.pipeline.summary import pass_rate_rows
+    from eval_pipelines.service.embedded import EmbeddedEvaluationService
+
+    console = Console(stderr=True)
+    config_path = Path(args.config).resolve()
+    sweep = load_sweep(config_path)
+    catalog = ScenarioCatalog()
+    scenarios = []
+    for index, scenario_id in enumerate(sweep.scenarios):
+        try:
+            scenarios.append(catalog.get(scenario_id))
+        except KeyError:
+            raise UserError(
+                f"{config_path}: scenarios[{index}]: unknown scenario {scenario_id!r}; known: {catalog.ids()}"
+            ) from None
+    for model in sweep.models:
+        model_config_for(model, source=str(config_path))  # a missing key variable fails here, before any run
+    sweep_id = args.sweep_id or default_sweep_id(sweep)
+    instance = _dagster_instance()
+    instance.add_dynamic_partitions(MODELS.name, [m.name for m in sweep.models])
+    instance.add_dynamic_partitions(SCENARIOS.name, [s.key for s in scenarios])
+
+    paths = EvalPaths(sweeps_dir=str(config_path.parent))
+    resources = {"paths": paths, "eval_service": EvalService()}
+    backend = EmbeddedEvaluationService(paths.root, catalog)
+    pairs = [(m, s) for s in scenarios for m in sweep.models]
+    total = sum(len(s.tasks()) * sweep.rollout_count for _, s in pairs)
+    labels = {m.name: f"{m.name} (simulated)" if m.is_simulated else m.name for m in sweep.models}
+    console.print(
+        f"sweep [bold]{sweep.name}[/] id [bold]{sweep_id}[/]: {len(sweep.models)} models x {len(scenarios)} "
+        f"scenarios x rollout_count {sweep.rollout_count} = {total} rollouts"
+    )
+
+    stop = threading.Event()
+    failures: list[str] = []
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        bar = progress.add_task("rollouts", total=total)
+
+        def poll() -> None:
+            names = [run_name(sweep_id, s.scenario_id, m.name) for m, s in pairs]
+            while not stop.wait(0.5):
+                finished = 0
+                for name in names:
+                    run = backend.find_run(name)
+                    if run is not None:
+                        finished += run.total - run.pending - run.running
+                progress.update(bar, completed=finished)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        try:
+            for model, scenario in pairs:
+                progress.update(bar, description=f"{labels[model.name]} x {scenario.scenario_id}")
+                result = dg.materialize(
+                    [eval_run, rollouts, verification],
+                    partition_key=partition_of(model.name, scenario.key),
+                    instance=instance,
+                    resources=resources,
+                    tags={SWEEP_TAG: sweep.name, SWEEP_ID_TAG: sweep_id},
+                    run_config=QUIET_CONSOLE,
+                    raise_on_error=False,
+                )
+                if not result.success:
+                    failures.append(f"{model.name}|{scenario.key}")
+            catalog_result = dg.materialize(
+                [eval_catalog], instance=instance, resources=resources, run_config=QUIET_CONSOLE, raise_on_error=False
+            )
+            if not catalog_result.success:
+                failures.append("eval_catalog")
+        finally:
+            stop.set()
+            poller.join()
+        progress.update(bar, completed=total, description="done")
+
+    rows = pass_rate_rows(paths.duckdb)
+    print_pass_rates(rows, sweep_name=sweep.name)
+    if failures:
+        console.print(f"[red]failed partitions:[/] {', '.join(failures)} (see `dagster dev -w workspace.yaml`)")
+        return 1
+    return 0
+
+
+def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_name: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Pass rates: sweep {sweep_name}")
+    for column in ("scenario", "model", "n", "passes", "pass rate", "variance", "std"):
+        table.add_column(column, justify="right" if column not in ("scenario", "model") else "left")
+    for row in rows:
+        model = f"{row['model_name']} (simulated)" if row.get("is_simulated") else row["model_name"]
+        table.add_row(
+            row["scenario_id"],
+            model,
+            str(row["n"]),
+            str(row["passes"]),
+            f"{row['pass_rate']:.3f}",
+            f"{row['variance']:.3f}",
+            f"{row['std']:.3f}",
+        )
+    Console(width=120).print(table)
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from eval_pipelines.pipeline.summary import markdown_table
+    from eval_pipelines.warehouse.catalog import connect_read_only
+
+    path = Path(args.db) if args.db else project_root() / "data" / "eval.duckdb"
+    if not path.is_file():
+        raise UserError(f"{path}: no catalog yet; run `eval-pipelines sweep` first")
+    con = connect_read_only(path)
+    try:
+        cursor = con.execute(args.query)
+        names = [d[0] for d in cursor.description or []]
+        rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+    except duckdb.Error as exc:
+        raise UserError(f"query failed: {exc}") from None
+    finally:
+        con.close()
+    if args.format == "json":
+        print(json.dumps(rows, default=str, indent=2))
+    elif args.format == "csv":
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=names)
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        print(markdown_table(rows))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="eval-pipelines", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sweep = sub.add_parser("sweep", help="run a model-comparison sweep through Dagster and print pass rates")
+    sweep.add_argument("--config", default=str(project_root() / "data" / "sweeps" / "default.yaml"))
+    sweep.add_argument("--sweep-id", default=None, help="default: <sweep name>-<UTC date>; re-runs resume it")
+    sweep.set_defaults(func=cmd_sweep)
+    sql = sub.add_parser("sql", help="run a read-only SQL query against data/eval.duckdb")
+    sql.add_argument("query")
+    sql.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
+    sql.add_argument("--db", default=None)
+    sql.set_defaults(func=cmd_sql)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ConfigError, ScenarioError, UserError) as exc:
+        print(f"eval-pipelines: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""What the pipeline needs from an evaluation service, whichever backend serves it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.runs import Rollout, Run, RunLaunchRequest
+
+ProgressCallback = Callable[[Rollout], None]
+
+
+class EvaluationBackend(Protocol):
+    name: str
+
+    def launch_or_resume(self, request: RunLaunchRequest) -> str:
+        """Launch the run, or when `run_name` exists already, resume that run. Returns the run id."""
+        ...
+
+    def find_run(self, run_name: str) -> Run | None: ...
+
+    def complete_run(
+        self,
+        run_id: str,
+        request: RunLaunchRequest,
+        *,
+        timeout_seconds: float,
+        progress: ProgressCallback | None = None,
+    ) -> Run:
+        """Block until every rollout of the run is terminal (executing them, for the embedded backend)."""
+        ...
+
+    def list_rollouts(self, run_id: str) -> list[Rollout]: ...
+
+    def get_artifacts(self, rollout_id: str) -> RunArtifacts: ...

@@ -1,0 +1,184 @@
+"""The sweep's assets: eval_run -> rollouts -> verification -> eval_catalog. Each one calls a Dagster-free
+step and reports what it wrote."""
+
+
+import dagster as dg
+
+from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
+from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.pipeline.steps import launch_request, run_and_collect, verify_partition
+from eval_pipelines.pipeline.summary import markdown_table, pass_rate_rows
+from eval_pipelines.scenarios.catalog import ScenarioFiles
+from eval_pipelines.schemas.runs import RunLaunchRequest
+from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
+from eval_pipelines.sweeps import default_sweep_id, find_sweep_for
+from eval_pipelines.verifiers.loader import package_version
+from eval_pipelines.warehouse.catalog import build_catalog
+from eval_pipelines.warehouse.rows import RolloutContext
+from eval_pipelines.warehouse.store import Warehouse
+
+SWEEP_TAG = "eval_pipelines/sweep"
+SWEEP_ID_TAG = "eval_pipelines/sweep_id"
+GROUP = "evals"
+
+
+def _partition_setup(
+    context: dg.AssetExecutionContext, paths: EvalPaths
+) -> tuple[SweepConfig, SweepModel, ScenarioFiles, str]:
+    model_key, scenario_key = keys_of(context)
+    sweeps = paths.sweeps()
+    tags = context.run.tags
+    sweep = sweeps.get(tags[SWEEP_TAG]) if SWEEP_TAG in tags else find_sweep_for(sweeps, model_key, scenario_key)
+    if sweep is None:
+        raise dg.Failure(f"run tag {SWEEP_TAG}={tags[SWEEP_TAG]!r} names no sweep config")
+    model = next((m for m in sweep.models if m.name == model_key), None)
+    if model is None:
+        raise dg.Failure(f"sweep {sweep.name!r} has no model {model_key!r}")
+    scenario = paths.catalog().get(scenario_key)
+    return sweep, model, scenario, tags.get(SWEEP_ID_TAG) or default_sweep_id(sweep)
+
+
+def _request(
+    context: dg.AssetExecutionContext, paths: EvalPaths
+) -> tuple[RunLaunchRequest, RolloutContext, ScenarioFiles, SweepConfig]:
+    sweep, model, scenario, sweep_id = _partition_setup(context, paths)
+    request = launch_request(sweep, model, scenario, sweep_id)
+    model_key, scenario_key = keys_of(context)
+    ctx = RolloutContext(
+        sweep_id=sweep_id,
+        run_name=request.run_name or "",
+        model_key=model_key,
+        scenario_key=scenario_key,
+        model_name=model.name,
+        is_simulated=model.is_simulated,
+        base_url=model.base_url,
+    )
+    return request, ctx, scenario, sweep
+
+
+@dg.asset(
+    partitions_def=SCENARIO_MODEL,
+    group_name=GROUP,
+    kinds={"python"},
+    description="Launches (or resumes) the evaluation run of one scenario x model: POST /runs with an "
+    "idempotent run_name.",
+)
+def eval_run(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: EvalService) -> dg.MaterializeResult:
+    request, ctx, _, _ = _request(context, paths)
+    backend = eval_service.get_backend()
+    run_id = backend.launch_or_resume(request)
+    run = backend.find_run(ctx.run_name)
+    context.log.info(f"run {run_id} ({ctx.run_name}) on the {backend.name} backend")
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": run_id,
+            "run_name": ctx.run_name,
+            "sweep_id": ctx.sweep_id,
+            "backend": backend.name,
+            "simulated_model": ctx.is_simulated,
+            "tasks": len(request.task_ids),
+            "rollouts": run.total if run else len(request.task_ids) * request.rollout_count,
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=SCENARIO_MODEL,
+    group_name=GROUP,
+    deps=[eval_run],
+    kinds={"parquet"},
+    description="Waits for the run's rollouts and writes rollouts, messages, tool_calls and state_diffs to Parquet.",
+)
+def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: EvalService) -> dg.MaterializeResult:
+    request, ctx, scenario, sweep = _request(context, paths)
+    backend = eval_service.get_backend()
+    done = 0
+
+    def progress(_: object) -> None:
+        nonlocal done
+        done += 1
+        if done % 10 == 0:
+            context.log.info(f"{done} rollouts finished")
+
+    summary = run_and_collect(
+        backend,
+        request,
+        ctx,
+        scenario,
+        Warehouse(paths.warehouse),
+        paths.traces,
+        timeout_seconds=sweep.rollout_timeout_seconds,
+        progress=progress,
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": summary.run_id,
+            "rollouts": summary.rollouts,
+            **{f"status/{k}": v for k, v in sorted(summary.by_status.items())},
+            **{f"rows/{k}": v for k, v in summary.rows_written.items()},
+            "preview": dg.MetadataValue.md(markdown_table(summary.preview)),
+        }
+    )
+
+
+def verifiers_code_version() -> str:
+    """Follows every scenario's verifier sources, so a verifier edit marks `verification` changed."""
+    from eval_pipelines.scenarios.catalog import ScenarioCatalog
+
+    try:
+        versions = [f"{s.key}={package_version(s.verifiers_dir)}" for s in ScenarioCatalog().all()]
+    except Exception:  # a broken scenario must not stop the code location from loading
+        return "unknown"
+    import hashlib
+
+    return hashlib.sha256(";".join(versions).encode()).hexdigest()[:16]
+
+
+@dg.asset(
+    partitions_def=SCENARIO_MODEL,
+    group_name=GROUP,
+    deps=[rollouts],
+    kinds={"parquet"},
+    code_version=verifiers_code_version(),
+    description="Runs the scenario's verifiers over every stored rollout of the partition (no agent re-run); "
+    "rows carry the verifier version.",
+)
+def verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+    model_key, scenario_key = keys_of(context)
+    scenario = paths.catalog().get(scenario_key)
+    summary = verify_partition(Warehouse(paths.warehouse), scenario, model_key, scenario_key)
+    rate = summary.passed / summary.rollouts_verified if summary.rollouts_verified else 0.0
+    return dg.MaterializeResult(
+        metadata={
+            "verifier_version": summary.verifier_version,
+            "rollouts_verified": summary.rollouts_verified,
+            "passed": summary.passed,
+            "pass_rate": round(rate, 4),
+            "skipped": summary.skipped,
+            "rows": summary.rows_written,
+        }
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[verification],
+    kinds={"duckdb"},
+    automation_condition=dg.AutomationCondition.eager(),
+    description="DuckDB catalog (data/eval.duckdb): views over every Parquet table plus pass_rates and the metric "
+    "views. Open it read-only.",
+)
+def eval_catalog(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+    summary = build_catalog(paths.warehouse, paths.duckdb)
+    rows = pass_rate_rows(paths.duckdb)
+    return dg.MaterializeResult(
+        metadata={
+            "path": str(paths.duckdb),
+            "views": len(summary.views),
+            **{f"rows/{k}": v for k, v in summary.row_counts.items()},
+            "pass_rates": dg.MetadataValue.md(markdown_table(rows)),
+        }
+    )
+
+
+ASSETS = [eval_run, rollouts, verification, eval_catalog]

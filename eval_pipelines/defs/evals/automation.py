@@ -1,0 +1,81 @@
+"""Schedules (one per sweep config with a cron) and the sensor that keeps partitions in sync with the configs."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, eval_run, rollouts, verification
+from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, partition_key
+from eval_pipelines.schemas.sweep import SweepConfig
+from eval_pipelines.sweeps import ConfigError, default_sweep_id, load_all_sweeps
+
+sweep_job = dg.define_asset_job(
+    "sweep_partition",
+    selection=dg.AssetSelection.assets(eval_run, rollouts, verification),
+    description="One scenario x model of a sweep: launch, execute and verify its rollouts.",
+)
+
+
+def sweep_partition_keys(sweep: SweepConfig) -> list[dg.MultiPartitionKey]:
+    return [partition_of(m.name, partition_key(s)) for s in sweep.scenarios for m in sweep.models]
+
+
+def sweep_run_requests(sweep: SweepConfig, sweep_id: str) -> list[dg.RunRequest]:
+    return [
+        dg.RunRequest(
+            run_key=f"{sweep_id}:{key}",
+            partition_key=key,
+            tags={SWEEP_TAG: sweep.name, SWEEP_ID_TAG: sweep_id},
+        )
+        for key in sweep_partition_keys(sweep)
+    ]
+
+
+def _schedule_for(sweep: SweepConfig) -> dg.ScheduleDefinition:
+    assert sweep.cron is not None
+
+    @dg.schedule(
+        name=f"sweep_{sweep.name.replace('-', '_').replace('.', '_')}",
+        cron_schedule=sweep.cron,
+        job=sweep_job,
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+        description=f"Runs sweep {sweep.name!r} on its cron; every row it writes carries the sweep id.",
+    )
+    def _schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
+        day = context.scheduled_execution_time.date()
+        return sweep_run_requests(sweep, default_sweep_id(sweep, day))
+
+    return _schedule
+
+
+def build_schedules() -> list[dg.ScheduleDefinition]:
+    try:
+        sweeps = load_all_sweeps()
+    except ConfigError:
+        return []  # the sensor reports the broken config; the code location still loads
+    return [_schedule_for(s) for s in sweeps.values() if s.cron]
+
+
+@dg.sensor(
+    name="sync_sweep_partitions",
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Adds the model and scenario partitions named by the sweep configs (launches nothing itself).",
+)
+def sync_sweep_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    try:
+        sweeps = load_all_sweeps()
+    except ConfigError as exc:
+        return dg.SkipReason(str(exc))
+    known_scenarios = {partition_key(i) for i in ScenarioCatalog().ids()}
+    models = sorted({m.name for s in sweeps.values() for m in s.models})
+    scenarios = sorted({partition_key(x) for s in sweeps.values() for x in s.scenarios} & known_scenarios)
+    instance = context.instance
+    new_models = [m for m in models if not instance.has_dynamic_partition(MODELS.name or "models", m)]
+    new_scenarios = [s for s in scenarios if not instance.has_dynamic_partition(SCENARIOS.name or "scenarios", s)]
+    if not new_models and not new_scenarios:
+        return dg.SkipReason("partitions already match the sweep configs")
+    return dg.SensorResult(
+        dynamic_partitions_requests=[MODELS.build_add_request(new_models), SCENARIOS.build_add_request(new_scenarios)]
+    )

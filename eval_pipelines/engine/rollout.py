@@ -1,0 +1,280 @@
+"""Execute ONE rollout: provision -> seed -> agent -> snapshot and diff -> verify -> artifacts.
+
+Knows nothing about Dagster or the evaluation service: a caller supplies a `RolloutSpec` and an observer
+that records phases and steps (the service writes them as status events).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
+from eval_pipelines.agents.tool_calling import ToolCallingAgent
+from eval_pipelines.engine.clients import ChatClientPool
+from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavailable
+from eval_pipelines.environments.unified import UnifiedEnvironment
+from eval_pipelines.llm.errors import LLMError
+from eval_pipelines.schemas.artifacts import (
+    META_CLIENT_CONTEXT,
+    META_STATE,
+    META_STATE_DIFFS,
+    META_TIMEOUT,
+    META_USAGE,
+    RunArtifacts,
+)
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.runs import (
+    MSG_AGENT_FAILED,
+    MSG_CANCELLED,
+    MSG_TIMEOUT,
+    RolloutPhase,
+    RolloutResult,
+    RolloutStatus,
+    TerminationReason,
+    TokenUsage,
+)
+from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.schemas.tools import DiffScope
+from eval_pipelines.schemas.verifiers import VerifierOutcome
+from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
+from eval_pipelines.toolservers.diff import diff_states
+from eval_pipelines.verifiers.loader import VerifierPackage
+from eval_pipelines.verifiers.protocol import combine, verify_task
+
+AgentFactory = Callable[["RolloutSpec", ChatClientPool, asyncio.Event], BaseAgent]
+
+
+class RolloutObserver(Protocol):
+    def phase(self, phase: RolloutPhase, detail: str | None = None) -> None: ...
+
+    def step(self, steps_taken: int) -> None: ...
+
+
+class NullObserver:
+    def phase(self, phase: RolloutPhase, detail: str | None = None) -> None:
+        return None
+
+    def step(self, steps_taken: int) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    rollout_id: str
+    run_id: str
+    scenario_id: str
+    task: Task
+    model_config: ModelConfig
+    #: tool server name -> the server's provisioning base URL (a workspace is created under it).
+    tool_server_urls: dict[str, str]
+    #: tool server name -> parsed seed files.
+    seed: dict[str, list[Any]] = field(default_factory=dict)
+    verifiers: VerifierPackage | None = None
+    timeout_seconds: float = 300.0
+    rollout_index: int = 0
+    client_context: dict[str, Any] | None = None
+
+    @property
+    def instruction(self) -> str:
+        return self.task.description
+
+
+@dataclass
+class RolloutOutcome:
+    status: RolloutStatus
+    termination_reason: TerminationReason
+    result: RolloutResult
+    artifacts: RunArtifacts
+
+
+def default_agent_factory(spec: RolloutSpec, clients: ChatClientPool, stop: asyncio.Event) -> BaseAgent:
+    return ToolCallingAgent(
+        clients.for_model(spec.model_config), spec.model_config, user_tag=spec.rollout_id, stop_event=stop
+    )
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class RolloutEngine:
+    def __init__(
+        self,
+        clients: ChatClientPool,
+        admin: ToolServerAdmin,
+        agent_factory: AgentFactory = default_agent_factory,
+        tool_timeout_seconds: float = 30.0,
+    ) -> None:
+        self.clients = clients
+        self.admin = admin
+        self.agent_factory = agent_factory
+        self.tool_timeout_seconds = tool_timeout_seconds
+
+    async def execute(
+        self,
+        spec: RolloutSpec,
+        observer: RolloutObserver | None = None,
+        cancel: asyncio.Event | None = None,
+    ) -> RolloutOutcome:
+        observer = observer or NullObserver()
+        cancel = cancel or asyncio.Event()
+        started = time.monotonic()
+        artifacts = RunArtifacts(
+            task_id=spec.task.task_id,
+            task=spec.instruction,
+            model=spec.model_config.model,
+            provider=spec.model_config.provider.value,
+            max_steps=spec.model_config.max_steps,
+        )
+        if spec.client_context:
+            artifacts.metadata[META_CLIENT_CONTEXT] = spec.client_context
+        artifacts.set_on_step(observer.step)
+        workspaces: dict[str, str] = {}
+        initial: dict[str, Any] = {}
+        status = RolloutStatus.COMPLETED
+        reason = TerminationReason.FINAL_RESPONSE
+        outcomes: list[VerifierOutcome] = []
+        environment: UnifiedEnvironment | None = None
+        try:
+            observer.phase(RolloutPhase.BUILDING_ENVIRONMENT)
+            servers = [ts.name for ts in spec.task.tool_servers]
+            try:
+                for server in servers:
+                    base = spec.model_config.tool_server_url or spec.tool_server_urls[server]
+                    workspaces[server] = await self.admin.create_workspace(base, seed=[])
+                observer.phase(RolloutPhase.SEEDING)
+                for server in servers:
+                    await self.admin.seed(workspaces[server], spec.seed.get(server, []))
+                    initial[server] = await self.admin.snapshot(workspaces[server])
+            except (WorkspaceError, KeyError) as exc:
+                artifacts.set_error(f"Workspace provisioning failed: {exc}")
+                return self._finish(
+                    spec, artifacts, RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, [], started
+                )
+
+            observer.phase(RolloutPhase.AGENT_RUNNING, "step 0")
+            environment = UnifiedEnvironment(workspaces, timeout_seconds=self.tool_timeout_seconds)
+            status, reason = await self._run_agent(spec, environment, artifacts, cancel)
+            await self._capture_state(spec, environment, workspaces, initial, artifacts)
+
+            if status == RolloutStatus.COMPLETED:
+                observer.phase(RolloutPhase.VERIFYING)
+                outcomes = self.verify(spec, artifacts)
+            return self._finish(spec, artifacts, status, reason, outcomes, started)
+        finally:
+            if environment is not None:
+                await environment.aclose()
+            for url in workspaces.values():
+                # Cleanup is best effort: the result is already decided and a stale workspace only costs memory.
+                with contextlib.suppress(WorkspaceError):
+                    await self.admin.delete_workspace(url)
+
+    async def _run_agent(
+        self, spec: RolloutSpec, environment: BaseEnvironment, artifacts: RunArtifacts, cancel: asyncio.Event
+    ) -> tuple[RolloutStatus, TerminationReason]:
+        agent = self.agent_factory(spec, self.clients, cancel)
+
+        async def drive() -> None:
+            await _maybe_await(agent.setup(environment))
+            if inspect.iscoroutinefunction(agent.run):
+                await agent.run(spec.instruction, environment, artifacts)
+            else:
+                # A synchronous agent runs on a worker thread; its sync environment calls hop back to this loop.
+                await asyncio.to_thread(agent.run, spec.instruction, environment, artifacts)
+
+        agent_task = asyncio.ensure_future(drive())
+        cancel_wait = asyncio.ensure_future(cancel.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {agent_task, cancel_wait}, timeout=spec.timeout_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            cancel_wait.cancel()
+        if agent_task not in done:
+            agent_task.cancel()
+            await asyncio.gather(agent_task, return_exceptions=True)
+            if cancel.is_set():
+                artifacts.set_error(MSG_CANCELLED)
+                return RolloutStatus.FAILED, TerminationReason.CANCELLED
+            artifacts.set_error(MSG_TIMEOUT)
+            artifacts.metadata[META_TIMEOUT] = True
+            return RolloutStatus.FAILED, TerminationReason.TIMEOUT
+        try:
+            agent_task.result()
+        except asyncio.CancelledError:
+            artifacts.set_error(MSG_CANCELLED)
+            return RolloutStatus.FAILED, TerminationReason.CANCELLED
+        except ToolServerUnavailable as exc:
+            artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
+            return RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR
+        except (LLMError, Exception) as exc:
+            artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
+            return RolloutStatus.FAILED, TerminationReason.AGENT_ERROR
+        declared = artifacts.metadata.get(META_TERMINATION)
+        if declared == TerminationReason.MAX_STEPS.value:
+            return RolloutStatus.COMPLETED, TerminationReason.MAX_STEPS
+        return RolloutStatus.COMPLETED, TerminationReason.FINAL_RESPONSE
+
+    async def _capture_state(
+        self,
+        spec: RolloutSpec,
+        environment: UnifiedEnvironment,
+        workspaces: dict[str, str],
+        initial: dict[str, Any],
+        artifacts: RunArtifacts,
+    ) -> None:
+        state: dict[str, Any] = {}
+        diffs = [d.model_dump(mode="json") for d in environment.state_diffs]
+        for server, url in workspaces.items():
+            try:
+                final = await self.admin.snapshot(url)
+            except WorkspaceError as exc:
+                artifacts.metadata.setdefault("snapshot_errors", {})[server] = str(exc)
+                continue
+            state[server] = {"initial": initial.get(server, {}), "final": final}
+            full = diff_states(server, initial.get(server, {}), final, DiffScope.FULL)
+            diffs.append(full.model_dump(mode="json"))
+        artifacts.metadata[META_STATE] = state
+        artifacts.metadata[META_STATE_DIFFS] = diffs
+
+    def verify(self, spec: RolloutSpec, artifacts: RunArtifacts) -> list[VerifierOutcome]:
+        """Run the task's verifiers over the artifacts (and the state snapshots they carry)."""
+        return verify_task(spec.verifiers, spec.task.verifiers, artifacts)
+
+    def _finish(
+        self,
+        spec: RolloutSpec,
+        artifacts: RunArtifacts,
+        status: RolloutStatus,
+        reason: TerminationReason,
+        outcomes: list[VerifierOutcome],
+        started: float,
+    ) -> RolloutOutcome:
+        usage = TokenUsage.model_validate(artifacts.metadata.get(META_USAGE) or {})
+        if status == RolloutStatus.COMPLETED:
+            success, reward, partial, message = combine(outcomes)
+        else:
+            success, reward, partial, message = False, 0.0, 0.0, artifacts.error or status.value
+        result = RolloutResult(
+            success=success,
+            message=message,
+            reward=reward,
+            partial_credit=partial,
+            steps_taken=artifacts.steps_taken,
+            duration_seconds=round(time.monotonic() - started, 4),
+            estimated_cost_usd=usage.cost_usd,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+            verifiers=outcomes,
+            termination_reason=reason.value,
+        )
+        return RolloutOutcome(status=status, termination_reason=reason, result=result, artifacts=artifacts)

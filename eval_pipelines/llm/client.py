@@ -1,0 +1,256 @@
+"""Async client for OpenAI-compatible chat-completions endpoints (hosted providers, vLLM, Ollama, proxies,
+and the local simulated models)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from types import TracebackType
+from typing import Any
+
+import httpx
+from pydantic import SecretStr, ValidationError
+
+from eval_pipelines.lib.retry import (
+    RetryPolicy,
+    SleepFn,
+    display_url,
+    retry_after_seconds,
+    send_with_retries,
+)
+from eval_pipelines.llm.errors import (
+    LLMResponseError,
+    error_for_status,
+    error_for_transport,
+    scrub_secrets,
+    truncate,
+)
+from eval_pipelines.llm.types import ChatCompletion, ChatRequest
+from eval_pipelines.schemas.model_config import ModelConfig
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+DEFAULT_MAX_CONCURRENCY = 16
+_ENDPOINT_SUFFIX = "/chat/completions"
+
+
+def normalise_base_url(base_url: str) -> str:
+    """Strip trailing slashes and a pasted `/chat/completions`, so both `.../v1` and the full endpoint work."""
+    url = base_url.strip().rstrip("/")
+    if url.endswith(_ENDPOINT_SUFFIX):
+        url = url[: -len(_ENDPOINT_SUFFIX)]
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must be an http(s) URL, got {display_url(url)!r}")
+    return url
+
+
+class ChatClient:
+    """`async with ChatClient(url, key) as llm: completion = await llm.complete(request)`.
+
+    At most `max_concurrency` requests are in flight (retries and their back-off included, so a rate-limited
+    endpoint sees back-pressure rather than more traffic). Every attempt is bounded by `timeout_seconds`.
+    The key is sent per request, never stored on a shared `http_client`, and never shown in repr or errors.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        retry: RetryPolicy | None = None,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        http_client: httpx.AsyncClient | None = None,
+        sleep: SleepFn | None = None,
+    ) -> None:
+        if timeout_seconds <= 0:
+            raise ValueError("timeout_seconds must be positive")
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        self.base_url = normalise_base_url(base_url)
+        self.endpoint = self.base_url + _ENDPOINT_SUFFIX
+        self.timeout_seconds = timeout_seconds
+        self.retry = retry or RetryPolicy.for_llm()
+        self.max_concurrency = max_concurrency
+        # SecretStr: an accidental print or vars() dump shows '**********'.
+        self._api_key = SecretStr(api_key) if api_key else None
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self._sleep: SleepFn = sleep or asyncio.sleep
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_seconds),
+            limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
+        )
+
+    @classmethod
+    def from_model_config(
+        cls,
+        cfg: ModelConfig,
+        *,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        retry: RetryPolicy | None = None,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        http_client: httpx.AsyncClient | None = None,
+        sleep: SleepFn | None = None,
+    ) -> ChatClient:
+        return cls(
+            cfg.resolved_base_url(),
+            cfg.reveal_api_key(),
+            timeout_seconds=timeout_seconds,
+            retry=retry,
+            max_concurrency=max_concurrency,
+            http_client=http_client,
+            sleep=sleep,
+        )
+
+    def __repr__(self) -> str:
+        key = "'**********'" if self._api_key else "None"
+        return (
+            f"ChatClient(base_url={display_url(self.base_url)!r}, api_key={key}, "
+            f"timeout_seconds={self.timeout_seconds})"
+        )
+
+    __str__ = __repr__
+
+    def _secrets(self) -> tuple[str, ...]:
+        return (self._api_key.get_secret_value(),) if self._api_key else ()
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+        return headers
+
+    async def _send(self, method: str, url: str, *, model: str | None, **kwargs: Any) -> httpx.Response:
+        try:
+            return await send_with_retries(
+                self._http,
+                method,
+                url,
+                policy=self.retry,
+                sleep=self._sleep,
+                attempt_timeout=self.timeout_seconds,
+                headers=self._headers(),
+                timeout=self.timeout_seconds,
+                **kwargs,
+            )
+        except httpx.TransportError as exc:
+            # `from None`: the httpx exception holds the request, and with it the Authorization header.
+            raise error_for_transport(
+                exc, url=url, model=model, timeout_seconds=self.timeout_seconds, secrets=self._secrets()
+            ) from None
+
+    def _raise_for_status(self, response: httpx.Response, url: str, model: str | None) -> None:
+        if 200 <= response.status_code < 300:
+            return
+        raise error_for_status(
+            response.status_code,
+            response.content,
+            url=url,
+            model=model,
+            retry_after=retry_after_seconds(response, max_delay=self.retry.max_delay),
+            secrets=self._secrets(),
+        )
+
+    def _body_excerpt(self, response: httpx.Response) -> str:
+        text = response.content.decode("utf-8", errors="replace")
+        return truncate(scrub_secrets(text, self._secrets())) or "<empty body>"
+
+    async def complete(self, request: ChatRequest) -> ChatCompletion:
+        """POST `{base_url}/chat/completions`; raises an `LLMError` subclass on any failure."""
+        body = request.to_wire()
+        async with self._semaphore:
+            started = time.monotonic()
+            response = await self._send("POST", self.endpoint, model=request.model, json=body)
+        elapsed = time.monotonic() - started
+        self._raise_for_status(response, self.endpoint, request.model)
+        completion = self._parse_completion(response, request.model)
+        usage = completion.usage
+        logger.debug(
+            "chat completion model=%s status=%d seconds=%.3f prompt_tokens=%s completion_tokens=%s",
+            request.model,
+            response.status_code,
+            elapsed,
+            usage.prompt_tokens if usage else None,
+            usage.completion_tokens if usage else None,
+        )
+        return completion
+
+    def _parse_completion(self, response: httpx.Response, model: str) -> ChatCompletion:
+        where = display_url(self.endpoint)
+        subject = f"chat completion for model {model!r} at {where}"
+        try:
+            data: Any = response.json()
+        except ValueError:
+            raise LLMResponseError(
+                f"{subject} returned HTTP {response.status_code} with a body that is not JSON (garbage or "
+                f"truncated): {self._body_excerpt(response)}",
+                status=response.status_code,
+                secrets=self._secrets(),
+            ) from None
+        if isinstance(data, dict) and data.get("error") and not data.get("choices"):
+            # Some gateways (OpenRouter among them) report upstream failures inside a 200 body.
+            error = data["error"]
+            code = error.get("code") if isinstance(error, dict) else None
+            status = code if isinstance(code, int) and 400 <= code < 600 else None
+            if status is not None:
+                raise error_for_status(
+                    status, response.content, url=self.endpoint, model=model, secrets=self._secrets()
+                )
+            raise LLMResponseError(
+                f"{subject} returned an error inside HTTP {response.status_code}: {self._body_excerpt(response)}",
+                status=response.status_code,
+                secrets=self._secrets(),
+            )
+        try:
+            completion = ChatCompletion.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+            raise LLMResponseError(
+                f"{subject} returned a body that is not a chat completion ({loc}: {first['msg']}): "
+                f"{self._body_excerpt(response)}",
+                status=response.status_code,
+                secrets=self._secrets(),
+            ) from None
+        if not completion.choices:
+            raise LLMResponseError(
+                f"{subject} returned no choices: {self._body_excerpt(response)}",
+                status=response.status_code,
+                secrets=self._secrets(),
+            )
+        return completion
+
+    async def list_models(self) -> list[str]:
+        """Model ids from `GET {base_url}/models` (not every server implements it)."""
+        url = self.base_url + "/models"
+        async with self._semaphore:
+            response = await self._send("GET", url, model=None)
+        self._raise_for_status(response, url, None)
+        try:
+            data: Any = response.json()
+            items = data["data"] if isinstance(data, dict) else data
+            return [str(item["id"]) for item in items]
+        except (ValueError, KeyError, TypeError):
+            raise LLMResponseError(
+                f"GET {display_url(url)} returned an unreadable model list: {self._body_excerpt(response)}",
+                status=response.status_code,
+                secrets=self._secrets(),
+            ) from None
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> ChatClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "DEFAULT_TIMEOUT_SECONDS", "ChatClient", "normalise_base_url"]

@@ -1,0 +1,433 @@
+"""Offline SIMULATED models served on the OpenAI chat-completions wire.
+
+They let the whole pipeline run without a provider account: the agent talks to them exactly as it would
+to a real endpoint. They are clearly labelled: every response has `system_fingerprint: "simulated"`.
+
+- `sim-oracle` replays a task's reference actions, one tool call per turn, then gives the reference answer.
+- `sim-noisy` does the same but deviates at each step with probability `noise` (skips the action, corrupts
+  a parameter, or stops early), so pass rates, pass@k and variance have something to measure.
+- `sim-noop` never calls a tool.
+
+The sim recognises a task by its instruction (the first `user` message) through a `ReferenceBook`.
+It is stateless: each reply is derived from the request alone (instruction, the number of tool calls already
+made, and the `user` field, which the agent fills with the rollout id), so a rollout replays identically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import random
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from eval_pipelines.llm.types import ChatMessage, ChatRequest, wire_tool_name
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError
+from eval_pipelines.schemas.tools import ToolCall
+
+logger = logging.getLogger(__name__)
+
+SIM_ORACLE = "sim-oracle"
+SIM_NOISY = "sim-noisy"
+SIM_NOOP = "sim-noop"
+SIMULATED_MODELS: tuple[str, ...] = (SIM_ORACLE, SIM_NOISY, SIM_NOOP)
+SIMULATED_FINGERPRINT = "simulated"
+DEFAULT_NOISE = 0.35
+
+UNKNOWN_TASK_REPLY = "I could not find a way to complete this task."
+NOOP_REPLY = "I am unable to complete this task."
+EARLY_STOP_REPLY = "I have done what I can on this task."
+EMPTY_ANSWER_REPLY = "The task is complete."
+WRONG_ADDRESS = "someone.else@example.org"
+GENERIC_TEXT = "Following up on your message."
+
+# An instruction shorter than this is too generic to be recognised inside a longer prompt.
+_MIN_CONTAINED_INSTRUCTION = 24
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_TOKEN = re.compile(r"\s*\S+|\s+")
+_ALTERNATIVE_TOKENS = (" the", " a", " to", " and", " of", " I", " it", " this", ".", ",")
+
+
+def is_simulated_model(name: str) -> bool:
+    return name.strip() in SIMULATED_MODELS
+
+
+def normalise_instruction(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass
+class TaskReference:
+    task_id: str
+    reference_actions: list[ToolCall] = field(default_factory=list)
+    reference_answer: str = ""
+
+
+def _catalog_fingerprint(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """Cheap change detector: re-reading every task file on each miss would be slow with many scenarios."""
+    if not root.is_dir():
+        return ()
+    entries: list[tuple[str, int, int]] = []
+    for path in sorted([*root.glob("*/template.json"), *root.glob("*/tasks/*.json")]):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        entries.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(entries)
+
+
+class ReferenceBook:
+    """Instruction text (whitespace-normalised) -> the task's reference actions and answer.
+
+    Thread-safe: the sim server resolves lookups on a thread pool. A book built with `from_catalog` re-scans
+    the catalog when a lookup misses and the scenario files changed, so newly generated scenarios are found
+    without a restart.
+    """
+
+    def __init__(self, catalog: ScenarioCatalog | None = None) -> None:
+        self._catalog = catalog
+        self._added: dict[str, TaskReference] = {}
+        self._indexed: dict[str, TaskReference] = {}
+        self._fingerprint: tuple[tuple[str, int, int], ...] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_catalog(cls, catalog: ScenarioCatalog) -> ReferenceBook:
+        book = cls(catalog)
+        with book._lock:
+            book._index_catalog(refresh=False)
+        return book
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len({**self._indexed, **self._added})
+
+    def add(
+        self,
+        instruction: str,
+        *,
+        task_id: str,
+        reference_actions: Sequence[ToolCall | Mapping[str, Any]] = (),
+        reference_answer: str = "",
+    ) -> TaskReference:
+        """Register a task by hand (tests, ad-hoc tasks); wins over a catalog entry with the same text."""
+        key = normalise_instruction(instruction)
+        if not key:
+            raise ValueError("instruction must not be empty")
+        reference = TaskReference(
+            task_id=task_id,
+            reference_actions=[
+                ToolCall.model_validate(a) if not isinstance(a, ToolCall) else a for a in reference_actions
+            ],
+            reference_answer=reference_answer,
+        )
+        with self._lock:
+            self._added[key] = reference
+        return reference
+
+    def lookup(self, instruction: str) -> TaskReference | None:
+        key = normalise_instruction(instruction)
+        if not key:
+            return None
+        with self._lock:
+            found = self._find(key)
+            if found is None and self._catalog is not None and self._catalog_changed():
+                self._index_catalog(refresh=True)
+                found = self._find(key)
+            if found is None:
+                found = self._find_contained(key)
+            return found
+
+    def _find(self, key: str) -> TaskReference | None:
+        return self._added.get(key) or self._indexed.get(key)
+
+    def _find_contained(self, key: str) -> TaskReference | None:
+        # Agents sometimes wrap the instruction ("Task: ...\nUse the tools..."); take the longest known one.
+        best: tuple[int, TaskReference] | None = None
+        for source in (self._indexed, self._added):
+            for text, reference in source.items():
+                if len(text) >= _MIN_CONTAINED_INSTRUCTION and text in key and (best is None or len(text) >= best[0]):
+                    best = (len(text), reference)
+        return best[1] if best else None
+
+    def _catalog_changed(self) -> bool:
+        assert self._catalog is not None
+        return _catalog_fingerprint(self._catalog.root) != self._fingerprint
+
+    def _index_catalog(self, *, refresh: bool) -> None:
+        assert self._catalog is not None
+        # Taken before reading, so a file written during the scan triggers another scan next time.
+        self._fingerprint = _catalog_fingerprint(self._catalog.root)
+        if refresh:
+            try:
+                self._catalog.refresh()
+            except ScenarioError as exc:
+                logger.warning("simulated models: keeping the previous task index, catalog re-scan failed: %s", exc)
+                return
+        indexed: dict[str, TaskReference] = {}
+        for scenario in self._catalog.all():
+            try:
+                tasks = scenario.tasks()
+            except ScenarioError as exc:
+                # One broken (e.g. half-written generated) scenario must not hide every other task.
+                logger.warning("simulated models: skipping scenario %s: %s", scenario.scenario_id, exc)
+                continue
+            for task in tasks.values():
+                key = normalise_instruction(task.description)
+                if not key:
+                    continue
+                if key in indexed:
+                    logger.debug("simulated models: task %s repeats the instruction of another task", task.task_id)
+                    continue
+                indexed[key] = TaskReference(
+                    task_id=task.task_id,
+                    reference_actions=list(task.reference_actions),
+                    reference_answer=task.reference_answer,
+                )
+        self._indexed = indexed
+
+
+# --- episode planning -------------------------------------------------------------------------------------
+
+DeviationKind = Literal["skip", "corrupt", "stop"]
+_DEVIATIONS: tuple[DeviationKind, ...] = ("skip", "corrupt", "stop")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the model will do over the whole episode: the calls in order, then the closing text."""
+
+    calls: tuple[ToolCall, ...]
+    final_text: str
+
+
+def _step_rng(user: str | None, instruction: str, step: int) -> random.Random:
+    # hashlib, not hash(): Python's str hash is salted per process, and replays must match across processes.
+    material = f"{user or ''}\x1f{instruction}\x1f{step}".encode()
+    return random.Random(int.from_bytes(hashlib.sha256(material).digest()[:8], "big"))
+
+
+def _corrupt(action: ToolCall) -> ToolCall | None:
+    """A wrong version of the action (first address -> someone else, else first text -> generic text)."""
+    params = dict(action.parameters)
+    for name, value in params.items():
+        if isinstance(value, str) and _EMAIL.match(value.strip()) and value.strip() != WRONG_ADDRESS:
+            params[name] = WRONG_ADDRESS
+            return action.model_copy(update={"parameters": params})
+        if isinstance(value, list) and value and isinstance(value[0], str) and _EMAIL.match(value[0].strip()):
+            params[name] = [WRONG_ADDRESS, *value[1:]]
+            return action.model_copy(update={"parameters": params})
+    for name, value in params.items():
+        if isinstance(value, str) and value != GENERIC_TEXT:
+            params[name] = GENERIC_TEXT
+            return action.model_copy(update={"parameters": params})
+    return None
+
+
+def _plan(reference: TaskReference, *, noisy: bool, noise: float, user: str | None, instruction: str) -> _Plan:
+    answer = reference.reference_answer or EMPTY_ANSWER_REPLY
+    if not noisy:
+        return _Plan(tuple(reference.reference_actions), answer)
+    calls: list[ToolCall] = []
+    for step, action in enumerate(reference.reference_actions):
+        rng = _step_rng(user, instruction, step)
+        if rng.random() >= noise:
+            calls.append(action)
+            continue
+        kind = rng.choice(_DEVIATIONS)
+        if kind == "stop":
+            return _Plan(tuple(calls), EARLY_STOP_REPLY)
+        if kind == "corrupt":
+            corrupted = _corrupt(action)
+            if corrupted is not None:
+                calls.append(corrupted)
+        # "skip", or a corruption of an action without text parameters: the action is simply not done.
+    return _Plan(tuple(calls), answer)
+
+
+# --- wire helpers -----------------------------------------------------------------------------------------
+
+
+def _estimate_tokens(chars: int) -> int:
+    return max(1, math.ceil(chars / 4))
+
+
+def _message_chars(messages: Iterable[ChatMessage]) -> int:
+    total = 0
+    for message in messages:
+        total += len(message.content or "")
+        for call in message.tool_calls or []:
+            total += len(call.function.name) + len(call.function.arguments)
+    return total
+
+
+def _token_logprobs(text: str, top_logprobs: int | None) -> list[dict[str, Any]]:
+    """Plausible, deterministic per-token log-probabilities (whitespace-delimited pseudo-tokens)."""
+    entries: list[dict[str, Any]] = []
+    for index, token in enumerate(_TOKEN.findall(text)):
+        digest = hashlib.sha256(f"{index}\x1f{token}".encode()).digest()
+        logprob = -round(0.001 + (int.from_bytes(digest[:4], "big") % 2500) / 1000, 4)
+        alternatives = []
+        for rank, alt in enumerate(a for a in _ALTERNATIVE_TOKENS if a != token):
+            if rank >= max(0, (top_logprobs or 0) - 1):
+                break
+            alternatives.append({"token": alt, "logprob": round(logprob - 1.5 - rank, 4), "bytes": list(alt.encode())})
+        top = (
+            [{"token": token, "logprob": logprob, "bytes": list(token.encode())}, *alternatives] if top_logprobs else []
+        )
+        entries.append({"token": token, "logprob": logprob, "bytes": list(token.encode()), "top_logprobs": top})
+    return entries
+
+
+def _openai_error(
+    status: int, message: str, *, type_: str = "invalid_request_error", code: str | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        status_code=status,
+        content={"error": {"message": message, "type": type_, "param": None, "code": code}},
+    )
+
+
+def _model_list() -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [{"id": name, "object": "model", "created": 0, "owned_by": "simulated"} for name in SIMULATED_MODELS],
+    }
+
+
+def _completion(
+    request: ChatRequest,
+    *,
+    text: str | None,
+    tool_call: dict[str, Any] | None,
+    step: int,
+) -> dict[str, Any]:
+    prompt_tokens = _estimate_tokens(_message_chars(request.messages))
+    if tool_call is not None:
+        output_chars = len(tool_call["function"]["name"]) + len(tool_call["function"]["arguments"])
+    else:
+        output_chars = len(text or "")
+    completion_tokens = _estimate_tokens(output_chars)
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_call is not None:
+        message["tool_calls"] = [tool_call]
+    logprobs = None
+    if request.logprobs and text is not None:
+        logprobs = {"content": _token_logprobs(text, request.top_logprobs)}
+    digest = hashlib.sha256(f"{request.model}\x1f{request.user or ''}\x1f{step}\x1f{time.time_ns()}".encode())
+    return {
+        "id": f"chatcmpl-sim-{digest.hexdigest()[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.model,
+        "system_fingerprint": SIMULATED_FINGERPRINT,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if tool_call is not None else "stop",
+                "logprobs": logprobs,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def _offered_tools(request: ChatRequest) -> set[str]:
+    if request.tool_choice == "none" or not request.tools:
+        return set()
+    return {tool.function.name for tool in request.tools}
+
+
+def _reply(request: ChatRequest, reference: TaskReference | None, *, noise: float, instruction: str) -> dict[str, Any]:
+    done = sum(len(m.tool_calls or []) for m in request.messages if m.role == "assistant")
+    if request.model == SIM_NOOP:
+        return _completion(request, text=NOOP_REPLY, tool_call=None, step=done)
+    if reference is None:
+        return _completion(request, text=UNKNOWN_TASK_REPLY, tool_call=None, step=done)
+    plan = _plan(reference, noisy=request.model == SIM_NOISY, noise=noise, user=request.user, instruction=instruction)
+    if done >= len(plan.calls):
+        return _completion(request, text=plan.final_text, tool_call=None, step=done)
+    action = plan.calls[done]
+    name = wire_tool_name(action.tool_server, action.tool_name)
+    if name not in _offered_tools(request):
+        # A real model cannot call a tool it was not given: it answers in text instead.
+        return _completion(
+            request,
+            text=f"I could not complete this task: the tool {name} is not available.",
+            tool_call=None,
+            step=done,
+        )
+    tool_call = {
+        "id": f"call_{done}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(action.parameters)},
+    }
+    return _completion(request, text=None, tool_call=tool_call, step=done)
+
+
+def create_sim_app(book: ReferenceBook, *, noise: float = DEFAULT_NOISE) -> FastAPI:
+    """The simulated models as an OpenAI-compatible ASGI app (`/v1/...` and unprefixed paths).
+
+    Auth: any bearer token, or none, is accepted. This is a local offline stand-in that holds no data worth
+    protecting and must work with whatever key a ModelConfig carries (the key field is required). The token
+    is never read, logged or echoed.
+    """
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError("noise must be between 0.0 and 1.0")
+    app = FastAPI(title="eval_pipelines simulated models", docs_url=None, redoc_url=None, openapi_url=None)
+
+    async def chat_completions(request: Request) -> JSONResponse:
+        try:
+            payload = json.loads(await request.body())
+        except ValueError:
+            return _openai_error(400, "request body is not valid JSON")
+        try:
+            chat = ChatRequest.model_validate(payload)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+            return _openai_error(400, f"invalid request: {loc}: {first['msg']}")
+        if not is_simulated_model(chat.model):
+            return _openai_error(404, f"model {chat.model!r} not found", code="model_not_found")
+        instruction = chat.first_user_content()
+        if instruction is None:
+            return _openai_error(400, "messages must contain a user message (the task instruction)")
+        reference = await run_in_threadpool(book.lookup, instruction)
+        reply = _reply(chat, reference, noise=noise, instruction=normalise_instruction(instruction))
+        return JSONResponse(reply)
+
+    async def models() -> dict[str, Any]:
+        return _model_list()
+
+    async def model(model_id: str) -> Any:
+        if not is_simulated_model(model_id):
+            return _openai_error(404, f"model {model_id!r} not found", code="model_not_found")
+        return {"id": model_id, "object": "model", "created": 0, "owned_by": "simulated"}
+
+    async def health() -> dict[str, str]:
+        return {"status": "healthy"}
+
+    for prefix in ("/v1", ""):
+        app.add_api_route(f"{prefix}/chat/completions", chat_completions, methods=["POST"])
+        app.add_api_route(f"{prefix}/models", models, methods=["GET"])
+        app.add_api_route(f"{prefix}/models/{{model_id}}", model, methods=["GET"])
+    app.add_api_route("/health", health, methods=["GET"])
+    return app

@@ -1,0 +1,182 @@
+"""Sweep steps for one scenario x model partition."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from eval_pipelines.clients.backend import EvaluationBackend, ProgressCallback
+from eval_pipelines.scenarios.catalog import ScenarioFiles
+from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.runs import Rollout, RunLaunchRequest
+from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
+from eval_pipelines.sweeps import model_config_for, run_name
+from eval_pipelines.verifiers.loader import load_verifier_package, package_version
+from eval_pipelines.verifiers.protocol import verify_task
+from eval_pipelines.warehouse.rows import (
+    RolloutContext,
+    VerificationRecord,
+    rollout_tables,
+    tasks_table,
+    verification_table,
+)
+from eval_pipelines.warehouse.store import Warehouse
+
+logger = logging.getLogger(__name__)
+
+
+def launch_request(sweep: SweepConfig, model: SweepModel, scenario: ScenarioFiles, sweep_id: str) -> RunLaunchRequest:
+    task_ids = sweep.task_ids or list(scenario.tasks())
+    return RunLaunchRequest.model_validate(
+        {
+            "scenario_id": scenario.scenario_id,
+            "task_ids": [t for t in task_ids if t in scenario.tasks()],
+            "model_config": model_config_for(model, source=f"sweep {sweep.name!r}"),
+            "rollout_count": sweep.rollout_count,
+            "max_parallel": sweep.max_parallel,
+            "run_name": run_name(sweep_id, scenario.scenario_id, model.name),
+        }
+    )
+
+
+@dataclass
+class CollectSummary:
+    run_id: str
+    rollouts: int
+    by_status: dict[str, int]
+    rows_written: dict[str, int]
+    preview: list[dict[str, Any]] = field(default_factory=list)
+
+
+def trace_path(traces_root: Path, model_key: str, scenario_key: str, rollout_id: str) -> Path:
+    return traces_root / f"model={model_key}" / f"scenario={scenario_key}" / f"{rollout_id}.json"
+
+
+def run_and_collect(
+    backend: EvaluationBackend,
+    request: RunLaunchRequest,
+    ctx: RolloutContext,
+    scenario: ScenarioFiles,
+    warehouse: Warehouse,
+    traces_root: Path,
+    *,
+    timeout_seconds: float,
+    progress: ProgressCallback | None = None,
+) -> CollectSummary:
+    """Launch (or resume) the partition's run, wait for it, and write its rollouts to the warehouse.
+
+    Idempotent: files are named by run id, so a re-run replaces them rather than adding rows.
+    """
+    run_id = backend.launch_or_resume(request)
+    backend.complete_run(run_id, request, timeout_seconds=timeout_seconds, progress=progress)
+    rollouts = backend.list_rollouts(run_id)
+    collected: list[tuple[Rollout, RunArtifacts | None, str | None]] = []
+    for rollout in rollouts:
+        artifacts: RunArtifacts | None = None
+        path: str | None = None
+        if rollout.status.is_terminal:
+            artifacts = backend.get_artifacts(rollout.rollout_id)
+            target = trace_path(traces_root, ctx.model_key, ctx.scenario_key, rollout.rollout_id)
+            artifacts.dump(target)
+            path = str(target)
+        collected.append((rollout, artifacts, path))
+    tables = rollout_tables(ctx, collected)
+    rows_written: dict[str, int] = {}
+    for name, table in tables.items():
+        warehouse.write(name, table, model_key=ctx.model_key, scenario_key=ctx.scenario_key, file_stem=run_id)
+        rows_written[name] = table.num_rows
+    warehouse.write_tasks(tasks_table(scenario.scenario_id, scenario.tasks().values()), ctx.scenario_key)
+    by_status = Counter(r.status.value for r in rollouts)
+    preview = [
+        {
+            "task_id": r.task_id,
+            "rollout": r.rollout_index,
+            "status": r.status.value,
+            "success": bool(r.result and r.result.success),
+            "steps": r.result.steps_taken if r.result else 0,
+        }
+        for r in rollouts[:10]
+    ]
+    return CollectSummary(run_id, len(rollouts), dict(by_status), rows_written, preview)
+
+
+@dataclass
+class VerifySummary:
+    verifier_version: str
+    rollouts_verified: int
+    passed: int
+    skipped: int
+    rows_written: int
+    file: str | None
+
+
+def _partition_rollouts(warehouse: Warehouse, model_key: str, scenario_key: str) -> pa.Table | None:
+    folder = warehouse.table_dir("rollouts") / f"model={model_key}" / f"scenario={scenario_key}"
+    files = sorted(folder.glob("*.parquet"))
+    if not files:
+        return None
+    columns = ["sweep_id", "run_id", "rollout_id", "scenario_id", "task_id", "model_name", "artifacts_path"]
+    return pa.concat_tables([pq.read_table(f, columns=columns) for f in files])
+
+
+def verify_partition(
+    warehouse: Warehouse,
+    scenario: ScenarioFiles,
+    model_key: str,
+    scenario_key: str,
+    *,
+    verified_at: dt.datetime | None = None,
+) -> VerifySummary:
+    """Re-run the scenario's current verifiers over every stored rollout of the partition.
+
+    Reads only the stored traces and state snapshots: no agent, model or tool server runs. Rows are tagged with
+    the verifier version; the file is named by the package version, so older versions stay queryable and a
+    repeat at the same version replaces its own rows.
+    """
+    version = package_version(scenario.verifiers_dir)
+    stored = _partition_rollouts(warehouse, model_key, scenario_key)
+    if stored is None:
+        return VerifySummary(version, 0, 0, 0, 0, None)
+    package = load_verifier_package(scenario.verifiers_dir)
+    tasks = scenario.tasks()
+    verified_at = verified_at or dt.datetime.now(dt.UTC)
+    records: list[VerificationRecord] = []
+    verified = passed = skipped = 0
+    for row in stored.to_pylist():
+        path = row["artifacts_path"]
+        task = tasks.get(row["task_id"])
+        if not path or task is None or not Path(path).is_file():
+            skipped += 1
+            continue
+        artifacts = RunArtifacts.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+        outcomes = verify_task(package, task.verifiers, artifacts)
+        verified += 1
+        passed += int(bool(outcomes) and all(o.success for o in outcomes))
+        records.extend(
+            VerificationRecord(
+                sweep_id=row["sweep_id"],
+                run_id=row["run_id"],
+                rollout_id=row["rollout_id"],
+                scenario_id=row["scenario_id"],
+                task_id=row["task_id"],
+                model_name=row["model_name"],
+                outcome=outcome,
+                verified_at=verified_at,
+            )
+            for outcome in outcomes
+        )
+    if skipped:
+        logger.warning("%d stored rollouts had no trace or task and were not verified", skipped)
+    table = verification_table(records)
+    file = warehouse.write(
+        "verifications", table, model_key=model_key, scenario_key=scenario_key, file_stem=f"verifiers-{version}"
+    )
+    return VerifySummary(version, verified, passed, skipped, table.num_rows, str(file))

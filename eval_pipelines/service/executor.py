@@ -1,0 +1,265 @@
+"""Launch, execute, cancel and resume runs over the store and the rollout engine.
+
+The local HTTP service and the embedded pipeline backend both drive runs through this one class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from eval_pipelines.engine.clients import ChatClientPool
+from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, RolloutSpec
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
+from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.runs import (
+    MSG_CANCELLED,
+    Rollout,
+    RolloutLaunchItem,
+    RolloutPhase,
+    RolloutResult,
+    RolloutStatus,
+    Run,
+    RunLaunchRequest,
+    RunLaunchResponse,
+    TaskOverride,
+    TerminationReason,
+)
+from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.service.runtime import LocalRuntime
+from eval_pipelines.service.store import NewRollout, RunStore
+from eval_pipelines.toolservers.admin import ToolServerAdmin
+from eval_pipelines.verifiers.loader import VerifierPackage, load_verifier_package
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_PARALLEL = 8
+DEFAULT_ROLLOUT_TIMEOUT = 300.0
+
+
+class NotFound(LookupError):
+    """A run, rollout, scenario or task does not exist (404)."""
+
+
+class InvalidRequest(ValueError):
+    """The request is well-formed but refers to things that do not exist or do not fit (400)."""
+
+
+def apply_override(task: Task, override: TaskOverride | None) -> tuple[Task, dict[str, Any]]:
+    """The task as this rollout runs it, plus metadata the override carries into the artifacts."""
+    if override is None:
+        return task, {}
+    if override.task_json is not None:
+        try:
+            task = Task.model_validate({**override.task_json, "task_id": task.task_id})
+        except ValidationError as exc:
+            raise InvalidRequest(f"task_overrides.{task.task_id}.task_json: {exc.errors()[0]['msg']}") from exc
+    updates = {k: v for k, v in (("name", override.name), ("description", override.description)) if v is not None}
+    if updates:
+        task = task.model_copy(update=updates)
+    extra: dict[str, Any] = {}
+    if override.rubric_markdown is not None:
+        extra["rubric_markdown"] = override.rubric_markdown
+    if override.client_context is not None:
+        extra["client_context"] = override.client_context
+    return task, extra
+
+
+class RollingObserver:
+    """Writes the engine's phases and steps to the store as status events."""
+
+    def __init__(self, store: RunStore, rollout_id: str) -> None:
+        self.store = store
+        self.rollout_id = rollout_id
+
+    def phase(self, phase: RolloutPhase, detail: str | None = None) -> None:
+        self.store.set_phase(self.rollout_id, phase, detail)
+
+    def step(self, steps_taken: int) -> None:
+        self.store.set_step(self.rollout_id, steps_taken)
+
+
+class RunExecutor:
+    def __init__(
+        self,
+        store: RunStore,
+        catalog: ScenarioCatalog,
+        runtime: LocalRuntime,
+        artifacts_dir: Path,
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.runtime = runtime
+        self.artifacts_dir = artifacts_dir
+        self._cancel_events: dict[str, asyncio.Event] = {}
+        self._verifier_packages: dict[Path, VerifierPackage] = {}
+
+    # -- launch / resume / cancel -----------------------------------------------------------------------
+    def scenario(self, scenario_id: str) -> ScenarioFiles:
+        try:
+            return self.catalog.get(scenario_id)
+        except KeyError:
+            self.catalog.refresh()
+            try:
+                return self.catalog.get(scenario_id)
+            except KeyError:
+                raise NotFound(f"scenario {scenario_id!r} not found") from None
+
+    def launch(self, request: RunLaunchRequest) -> RunLaunchResponse:
+        scenario = self.scenario(request.scenario_id)
+        tasks = scenario.tasks()
+        unknown = [t for t in request.task_ids if t not in tasks]
+        if unknown:
+            raise InvalidRequest(f"task_ids not in scenario {scenario.scenario_id!r}: {unknown}")
+        for task_id in request.task_ids:
+            apply_override(tasks[task_id], request.task_overrides.get(task_id))  # validates task_json early
+        run_id = f"run_{uuid.uuid4().hex}"
+        config = request.model_config_
+        new = [
+            NewRollout(f"ro_{uuid.uuid4().hex}", task_id, index, config.max_steps)
+            for task_id in request.task_ids
+            for index in range(request.rollout_count)
+        ]
+        self.store.create_run(
+            run_id=run_id,
+            run_name=request.run_name,
+            scenario_id=scenario.scenario_id,
+            source=request.source.value,
+            request=request.model_dump(mode="json", by_alias=True),
+            model_config=config.echo(),
+            rollouts=new,
+        )
+        run = self.store.get_run(run_id)
+        assert run is not None
+        items = [
+            RolloutLaunchItem(
+                rollout_id=r.rollout_id, scenario_id=scenario.scenario_id, task_id=r.task_id, run_id=run_id
+            )
+            for r in new
+        ]
+        return RunLaunchResponse(run_id=run_id, run_status=run, rollouts=items)
+
+    def resume(self, run_id: str) -> int:
+        if self.store.get_run(run_id) is None:
+            raise NotFound(f"run {run_id!r} not found")
+        return self.store.requeue_unfinished(run_id)
+
+    def cancel(self, run_id: str) -> int:
+        """Signal active rollouts and fail pending ones; returns how many rollouts were cancelled."""
+        if self.store.get_run(run_id) is None:
+            raise NotFound(f"run {run_id!r} not found")
+        active = self.store.list_rollouts(run_id=run_id, status=RolloutStatus.RUNNING.value)
+        event = self._cancel_events.get(run_id)
+        if event is not None:
+            event.set()
+        pending = [r.rollout_id for r in self.store.pending_rollouts(run_id)]
+        failed_pending = self.store.fail_pending(pending, TerminationReason.CANCELLED, MSG_CANCELLED)
+        return len(active) + failed_pending
+
+    # -- execution --------------------------------------------------------------------------------------
+    def _package(self, scenario: ScenarioFiles) -> VerifierPackage | None:
+        directory = scenario.verifiers_dir
+        if not (directory / "__init__.py").is_file():
+            return None
+        if directory not in self._verifier_packages:
+            self._verifier_packages[directory] = load_verifier_package(directory)
+        return self._verifier_packages[directory]
+
+    def artifacts_path(self, run_id: str, rollout_id: str) -> Path:
+        return self.artifacts_dir / run_id / f"{rollout_id}.json"
+
+    async def execute(
+        self,
+        run_id: str,
+        model_config: ModelConfig,
+        *,
+        max_parallel: int | None = None,
+        timeout_seconds: float = DEFAULT_ROLLOUT_TIMEOUT,
+        on_rollout_done: Callable[[Rollout], None] | None = None,
+    ) -> Run:
+        """Execute every pending rollout of the run, at most `max_parallel` at once, and return the run."""
+        run = self.store.get_run(run_id)
+        if run is None:
+            raise NotFound(f"run {run_id!r} not found")
+        request = self.store.run_request(run_id) or {}
+        overrides = {k: TaskOverride.model_validate(v) for k, v in (request.get("task_overrides") or {}).items()}
+        parallel = max_parallel or request.get("max_parallel") or DEFAULT_MAX_PARALLEL
+        scenario = self.scenario(run.scenario_id)
+        package = self._package(scenario)
+        resolved = self.runtime.resolve(model_config)
+        urls = self.runtime.tool_server_urls()
+        cancel = self._cancel_events.setdefault(run_id, asyncio.Event())
+        cancel.clear()
+        clients = ChatClientPool()
+        admin = ToolServerAdmin()
+        engine = RolloutEngine(clients, admin)
+        semaphore = asyncio.Semaphore(parallel)
+
+        async def one(rollout: Rollout) -> None:
+            async with semaphore:
+                if cancel.is_set() or not self.store.claim(rollout.rollout_id):
+                    return
+                task, extra = apply_override(scenario.task(rollout.task_id), overrides.get(rollout.task_id))
+                spec = RolloutSpec(
+                    rollout_id=rollout.rollout_id,
+                    run_id=run_id,
+                    scenario_id=scenario.scenario_id,
+                    task=task,
+                    model_config=resolved,
+                    tool_server_urls=urls,
+                    seed={ts.name: scenario.seed_payload(task, ts.name) for ts in task.tool_servers},
+                    verifiers=package,
+                    timeout_seconds=timeout_seconds,
+                    rollout_index=rollout.rollout_index,
+                    client_context=extra.get("client_context"),
+                )
+                try:
+                    outcome = await engine.execute(spec, RollingObserver(self.store, rollout.rollout_id), cancel)
+                except Exception as exc:  # an engine bug must cost one rollout, not the run
+                    logger.exception("rollout %s crashed in the engine", rollout.rollout_id)
+                    artifacts = RunArtifacts(task_id=task.task_id, task=task.description)
+                    artifacts.set_error(f"Agent execution failed: {type(exc).__name__}: {exc}")
+                    outcome = RolloutOutcome(
+                        RolloutStatus.FAILED,
+                        TerminationReason.INFRASTRUCTURE_ERROR,
+                        RolloutResult(message=artifacts.error or "", termination_reason="infrastructure_error"),
+                        artifacts,
+                    )
+                if "rubric_markdown" in extra:
+                    outcome.artifacts.metadata["rubric_markdown"] = extra["rubric_markdown"]
+                path = self.artifacts_path(run_id, rollout.rollout_id)
+                await asyncio.to_thread(outcome.artifacts.dump, path)
+                self.store.finish(
+                    rollout.rollout_id, outcome.status, outcome.result, outcome.termination_reason.value, str(path)
+                )
+                if on_rollout_done is not None:
+                    done = self.store.get_rollout(rollout.rollout_id)
+                    if done is not None:
+                        on_rollout_done(done)
+
+        try:
+            await asyncio.gather(*(one(r) for r in self.store.pending_rollouts(run_id)))
+        finally:
+            await clients.aclose()
+            await admin.aclose()
+            self._cancel_events.pop(run_id, None)
+        final = self.store.get_run(run_id)
+        assert final is not None
+        return final
+
+    def load_artifacts(self, rollout_id: str) -> RunArtifacts:
+        """Artifacts of a finished rollout; NotFound while it is unknown or still in progress."""
+        found = self.store.artifacts_path(rollout_id)
+        if found is None:
+            raise NotFound(f"rollout {rollout_id!r} not found")
+        status, path = found
+        if not status.is_terminal or not path or not Path(path).is_file():
+            raise NotFound(f"artifacts of rollout {rollout_id!r} are not available yet (status {status.value})")
+        return RunArtifacts.model_validate_json(Path(path).read_text(encoding="utf-8"))

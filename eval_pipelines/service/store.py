@@ -1,0 +1,418 @@
+"""Durable store of runs, rollouts, status events and artifact locations (SQLite, WAL).
+
+Several processes may open the same file (the embedded pipeline, a local server, an analyst): WAL mode plus a
+busy timeout lets them take turns instead of failing. Secrets are never written: model configurations are
+stored as their key-less echo.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.schemas._base import utc_now_iso
+from eval_pipelines.schemas.model_config import ModelConfigEcho, strip_secrets
+from eval_pipelines.schemas.runs import (
+    MSG_SERVER_RESTART,
+    Rollout,
+    RolloutPhase,
+    RolloutResult,
+    RolloutStatus,
+    Run,
+    StatusEvent,
+    TerminationReason,
+)
+
+SCHEMA = """
+create table if not exists runs (
+    run_id text primary key,
+    run_name text unique,
+    scenario_id text not null,
+    source text not null,
+    created_at text not null,
+    request_json text not null
+);
+create table if not exists rollouts (
+    rollout_id text primary key,
+    run_id text not null references runs(run_id) on delete cascade,
+    scenario_id text not null,
+    task_id text not null,
+    rollout_index integer not null,
+    status text not null,
+    phase text,
+    current_step integer,
+    max_steps integer not null,
+    created_at text not null,
+    started_at text,
+    completed_at text,
+    result_json text,
+    termination_reason text,
+    model_config_json text not null,
+    artifacts_path text,
+    unique (run_id, task_id, rollout_index)
+);
+create index if not exists rollouts_by_run on rollouts(run_id, status);
+create index if not exists rollouts_by_task on rollouts(scenario_id, task_id);
+create table if not exists rollout_events (
+    rollout_id text not null references rollouts(rollout_id) on delete cascade,
+    seq integer not null,
+    status text not null,
+    timestamp text not null,
+    detail text,
+    primary key (rollout_id, seq)
+);
+"""
+
+
+class DuplicateRunName(ValueError):
+    def __init__(self, run_name: str, run_id: str) -> None:
+        super().__init__(f"run_name {run_name!r} already exists as run {run_id}")
+        self.run_name = run_name
+        self.run_id = run_id
+
+
+@dataclass(frozen=True)
+class NewRollout:
+    rollout_id: str
+    task_id: str
+    rollout_index: int
+    max_steps: int
+
+
+class RunStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        # executescript manages its own transaction; DDL is idempotent (`if not exists`).
+        self._conn().executescript(SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("pragma journal_mode=wal")
+            conn.execute("pragma synchronous=normal")
+            conn.execute("pragma foreign_keys=on")
+            conn.execute("pragma busy_timeout=30000")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("begin immediate")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("rollback")
+            raise
+        conn.execute("commit")
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- runs -------------------------------------------------------------------------------------------
+    def create_run(
+        self,
+        *,
+        run_id: str,
+        run_name: str | None,
+        scenario_id: str,
+        source: str,
+        request: dict[str, Any],
+        model_config: ModelConfigEcho,
+        rollouts: Sequence[NewRollout],
+    ) -> None:
+        now = utc_now_iso()
+        config_json = model_config.model_dump_json()
+        with self._tx() as db:
+            if run_name is not None:
+                existing = db.execute("select run_id from runs where run_name = ?", (run_name,)).fetchone()
+                if existing is not None:
+                    raise DuplicateRunName(run_name, existing["run_id"])
+            db.execute(
+                "insert into runs values (?, ?, ?, ?, ?, ?)",
+                (run_id, run_name, scenario_id, source, now, json.dumps(strip_secrets(request))),
+            )
+            db.executemany(
+                "insert into rollouts (rollout_id, run_id, scenario_id, task_id, rollout_index, status, max_steps,"
+                " created_at, model_config_json) values (?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+                [
+                    (r.rollout_id, run_id, scenario_id, r.task_id, r.rollout_index, r.max_steps, now, config_json)
+                    for r in rollouts
+                ],
+            )
+            db.executemany(
+                "insert into rollout_events values (?, 0, 'pending', ?, null)", [(r.rollout_id, now) for r in rollouts]
+            )
+
+    def run_request(self, run_id: str) -> dict[str, Any] | None:
+        row = self._conn().execute("select request_json from runs where run_id = ?", (run_id,)).fetchone()
+        return None if row is None else dict(json.loads(row["request_json"]))
+
+    def find_run_id_by_name(self, run_name: str) -> str | None:
+        row = self._conn().execute("select run_id from runs where run_name = ?", (run_name,)).fetchone()
+        return None if row is None else str(row["run_id"])
+
+    def _run_from_row(self, row: sqlite3.Row, counts: dict[str, int], rollout_ids: list[str]) -> Run:
+        running = counts.get("running", 0)
+        return Run(
+            run_id=row["run_id"],
+            run_name=row["run_name"],
+            scenario_id=row["scenario_id"],
+            source=row["source"],
+            created_at=row["created_at"],
+            total=sum(counts.values()),
+            completed=counts.get("completed", 0),
+            failed=counts.get("failed", 0) + counts.get("workspace_error", 0),
+            pending=counts.get("pending", 0),
+            running=running,
+            in_progress=running,
+            rollout_ids=rollout_ids,
+        )
+
+    def _counts(self, run_id: str) -> dict[str, int]:
+        rows = self._conn().execute(
+            "select status, count(*) as n from rollouts where run_id = ? group by status", (run_id,)
+        )
+        return {r["status"]: int(r["n"]) for r in rows}
+
+    def get_run(self, run_id: str, expand_rollouts: bool = False) -> Run | None:
+        row = self._conn().execute("select * from runs where run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        ids = self.rollout_ids(run_id) if expand_rollouts else []
+        return self._run_from_row(row, self._counts(run_id), ids)
+
+    def rollout_ids(self, run_id: str) -> list[str]:
+        rows = self._conn().execute(
+            "select rollout_id from rollouts where run_id = ? order by task_id, rollout_index", (run_id,)
+        )
+        return [r["rollout_id"] for r in rows]
+
+    def list_runs(
+        self, *, scenario_id: str | None, source: str | None, limit: int, offset: int, expand_rollouts: bool
+    ) -> tuple[int, list[Run]]:
+        where, params = [], []
+        if scenario_id:
+            where.append("scenario_id = ?")
+            params.append(scenario_id)
+        if source:
+            where.append("source = ?")
+            params.append(source)
+        clause = f"where {' and '.join(where)}" if where else ""
+        conn = self._conn()
+        total = int(conn.execute(f"select count(*) from runs {clause}", params).fetchone()[0])
+        rows = conn.execute(
+            f"select * from runs {clause} order by created_at desc, run_id limit ? offset ?", [*params, limit, offset]
+        ).fetchall()
+        runs = [
+            self._run_from_row(r, self._counts(r["run_id"]), self.rollout_ids(r["run_id"]) if expand_rollouts else [])
+            for r in rows
+        ]
+        return total, runs
+
+    def delete_run(self, run_id: str) -> int | None:
+        with self._tx() as db:
+            if db.execute("select 1 from runs where run_id = ?", (run_id,)).fetchone() is None:
+                return None
+            count = int(db.execute("select count(*) from rollouts where run_id = ?", (run_id,)).fetchone()[0])
+            db.execute("delete from runs where run_id = ?", (run_id,))
+        return count
+
+    # -- rollouts ---------------------------------------------------------------------------------------
+    def _events(self, rollout_ids: Sequence[str]) -> dict[str, list[StatusEvent]]:
+        events: dict[str, list[StatusEvent]] = {rid: [] for rid in rollout_ids}
+        if not rollout_ids:
+            return events
+        conn = self._conn()
+        for start in range(0, len(rollout_ids), 500):
+            chunk = list(rollout_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for row in conn.execute(
+                f"select * from rollout_events where rollout_id in ({marks}) order by rollout_id, seq", chunk
+            ):
+                events[row["rollout_id"]].append(
+                    StatusEvent(status=row["status"], timestamp=row["timestamp"], detail=row["detail"])
+                )
+        return events
+
+    @staticmethod
+    def _rollout_from_row(row: sqlite3.Row, events: list[StatusEvent]) -> Rollout:
+        result = RolloutResult.model_validate_json(row["result_json"]) if row["result_json"] else None
+        return Rollout(
+            rollout_id=row["rollout_id"],
+            scenario_id=row["scenario_id"],
+            task_id=row["task_id"],
+            run_id=row["run_id"],
+            rollout_index=row["rollout_index"],
+            status=RolloutStatus(row["status"]),
+            phase=RolloutPhase(row["phase"]) if row["phase"] else None,
+            current_step=row["current_step"],
+            max_steps=row["max_steps"],
+            created_at=row["created_at"],
+            started_at=row["started_at"],
+            completed_at=row["completed_at"],
+            result=result,
+            termination_reason=row["termination_reason"],
+            model_config=ModelConfigEcho.model_validate_json(row["model_config_json"]),
+            status_events=events,
+        )
+
+    def list_rollouts(
+        self,
+        *,
+        scenario_id: str | None = None,
+        task_id: str | None = None,
+        run_id: str | None = None,
+        status: str | None = None,
+    ) -> list[Rollout]:
+        where, params = [], []
+        filters = (("scenario_id", scenario_id), ("task_id", task_id), ("run_id", run_id), ("status", status))
+        for column, value in filters:
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        clause = f"where {' and '.join(where)}" if where else ""
+        rows = self._conn().execute(
+            f"select * from rollouts {clause} order by created_at, task_id, rollout_index", params
+        ).fetchall()
+        events = self._events([r["rollout_id"] for r in rows])
+        return [self._rollout_from_row(r, events[r["rollout_id"]]) for r in rows]
+
+    def get_rollout(self, rollout_id: str) -> Rollout | None:
+        row = self._conn().execute("select * from rollouts where rollout_id = ?", (rollout_id,)).fetchone()
+        if row is None:
+            return None
+        return self._rollout_from_row(row, self._events([rollout_id])[rollout_id])
+
+    def artifacts_path(self, rollout_id: str) -> tuple[RolloutStatus, str | None] | None:
+        row = self._conn().execute(
+            "select status, artifacts_path from rollouts where rollout_id = ?", (rollout_id,)
+        ).fetchone()
+        return None if row is None else (RolloutStatus(row["status"]), row["artifacts_path"])
+
+    def _append_event(self, db: sqlite3.Connection, rollout_id: str, status: str, detail: str | None, now: str) -> None:
+        db.execute(
+            "insert into rollout_events select ?, coalesce(max(seq), -1) + 1, ?, ?, ? from rollout_events"
+            " where rollout_id = ?",
+            (rollout_id, status, now, detail, rollout_id),
+        )
+
+    def claim(self, rollout_id: str) -> bool:
+        """pending -> running; False when the rollout is no longer pending (cancelled, claimed elsewhere)."""
+        now = utc_now_iso()
+        with self._tx() as db:
+            changed = db.execute(
+                "update rollouts set status = 'running', started_at = ?, phase = null, current_step = null"
+                " where rollout_id = ? and status = 'pending'",
+                (now, rollout_id),
+            ).rowcount
+            if changed:
+                self._append_event(db, rollout_id, RolloutStatus.RUNNING.value, None, now)
+        return bool(changed)
+
+    def set_phase(self, rollout_id: str, phase: RolloutPhase, detail: str | None = None) -> None:
+        now = utc_now_iso()
+        with self._tx() as db:
+            step = 0 if phase == RolloutPhase.AGENT_RUNNING else None
+            db.execute(
+                "update rollouts set phase = ?, current_step = ? where rollout_id = ? and status = 'running'",
+                (phase.value, step, rollout_id),
+            )
+            self._append_event(db, rollout_id, f"phase:{phase.value}", detail, now)
+
+    def set_step(self, rollout_id: str, step: int) -> None:
+        now = utc_now_iso()
+        with self._tx() as db:
+            db.execute(
+                "update rollouts set current_step = ? where rollout_id = ? and status = 'running'", (step, rollout_id)
+            )
+            self._append_event(db, rollout_id, f"phase:{RolloutPhase.AGENT_RUNNING.value}", f"step {step}", now)
+
+    def finish(
+        self,
+        rollout_id: str,
+        status: RolloutStatus,
+        result: RolloutResult,
+        termination_reason: str,
+        artifacts_path: str | None,
+    ) -> None:
+        now = utc_now_iso()
+        with self._tx() as db:
+            if status == RolloutStatus.COMPLETED:
+                db.execute("update rollouts set phase = 'completed' where rollout_id = ?", (rollout_id,))
+                self._append_event(db, rollout_id, f"phase:{RolloutPhase.COMPLETED.value}", None, now)
+            db.execute(
+                "update rollouts set status = ?, completed_at = ?, result_json = ?, termination_reason = ?,"
+                " artifacts_path = ?, current_step = null where rollout_id = ?",
+                (status.value, now, result.model_dump_json(), termination_reason, artifacts_path, rollout_id),
+            )
+            self._append_event(db, rollout_id, status.value, result.message[:500] or None, now)
+
+    def fail_pending(self, rollout_ids: Sequence[str], reason: TerminationReason, message: str) -> int:
+        """Pending rollouts that will never start (cancelled run): straight to failed."""
+        now = utc_now_iso()
+        result = RolloutResult(success=False, message=message, termination_reason=reason.value).model_dump_json()
+        count = 0
+        with self._tx() as db:
+            for rid in rollout_ids:
+                changed = db.execute(
+                    "update rollouts set status = 'failed', completed_at = ?, result_json = ?, termination_reason = ?"
+                    " where rollout_id = ? and status = 'pending'",
+                    (now, result, reason.value, rid),
+                ).rowcount
+                if changed:
+                    self._append_event(db, rid, RolloutStatus.FAILED.value, message, now)
+                    count += 1
+        return count
+
+    def pending_rollouts(self, run_id: str) -> list[Rollout]:
+        return self.list_rollouts(run_id=run_id, status=RolloutStatus.PENDING.value)
+
+    def requeue_unfinished(self, run_id: str) -> int:
+        """Resume: every rollout of the run that did not complete goes back to pending (same id, same slot),
+        so each task x rollout index still ends with exactly one completed rollout."""
+        now = utc_now_iso()
+        with self._tx() as db:
+            rows = db.execute(
+                "select rollout_id from rollouts"
+                " where run_id = ? and status in ('failed', 'workspace_error', 'running')",
+                (run_id,),
+            ).fetchall()
+            for row in rows:
+                db.execute(
+                    "update rollouts set status = 'pending', phase = null, current_step = null, started_at = null,"
+                    " completed_at = null, result_json = null, termination_reason = null where rollout_id = ?",
+                    (row["rollout_id"],),
+                )
+                self._append_event(db, row["rollout_id"], RolloutStatus.PENDING.value, "resumed", now)
+        return len(rows)
+
+    def fail_interrupted(self) -> int:
+        """On startup: rollouts left `running` by a process that died are failed with a clear reason."""
+        now = utc_now_iso()
+        result = RolloutResult(
+            success=False, message=MSG_SERVER_RESTART, termination_reason=TerminationReason.SERVER_RESTART.value
+        ).model_dump_json()
+        with self._tx() as db:
+            rows = db.execute("select rollout_id from rollouts where status = 'running'").fetchall()
+            for row in rows:
+                db.execute(
+                    "update rollouts set status = 'failed', completed_at = ?, result_json = ?, termination_reason = ?,"
+                    " current_step = null where rollout_id = ?",
+                    (now, result, TerminationReason.SERVER_RESTART.value, row["rollout_id"]),
+                )
+                self._append_event(db, row["rollout_id"], RolloutStatus.FAILED.value, MSG_SERVER_RESTART, now)
+        return len(rows)

@@ -1,0 +1,110 @@
+"""Sweep configs on disk (`data/sweeps/*.yaml`) and the model configurations they describe.
+
+Every user error names the file and the field, and is raised as `ConfigError` so the CLI can print it and
+exit 2 without a traceback.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from eval_pipelines.scenarios.catalog import partition_key
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
+
+SWEEPS_DIR_ENV = "EVAL_PIPELINES_SWEEPS_DIR"
+#: Simulated models need no credential; this placeholder is what their requests carry.
+SIMULATED_API_KEY = "simulated-no-key"
+
+
+class ConfigError(ValueError):
+    """A user-facing configuration error (file and field named)."""
+
+
+def project_root() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def default_sweeps_dir() -> Path:
+    env = os.environ.get(SWEEPS_DIR_ENV)
+    return Path(env) if env else project_root() / "data" / "sweeps"
+
+
+def load_sweep(path: Path) -> SweepConfig:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: sweep config file not found") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    try:
+        return SweepConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"{path}: {problems}") from None
+
+
+def load_all_sweeps(directory: Path | None = None) -> dict[str, SweepConfig]:
+    directory = directory or default_sweeps_dir()
+    sweeps: dict[str, SweepConfig] = {}
+    for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+        sweep = load_sweep(path)
+        if sweep.name in sweeps:
+            raise ConfigError(f"{path}: name: sweep {sweep.name!r} is defined twice")
+        sweeps[sweep.name] = sweep
+    return sweeps
+
+
+def model_config_for(model: SweepModel, source: str = "sweep config") -> ModelConfig:
+    """The ModelConfig of a sweep model, with its key read from the environment at call time."""
+    if model.is_simulated:
+        key = SIMULATED_API_KEY
+    else:
+        assert model.api_key_env is not None  # enforced by SweepModel
+        key = os.environ.get(model.api_key_env, "")
+        if not key:
+            raise ConfigError(
+                f"{source}: models[{model.name}].api_key_env: environment variable {model.api_key_env} is not set"
+            )
+    return ModelConfig(
+        model=model.model,
+        provider=model.provider,
+        api_key=key,
+        base_url=model.base_url,
+        temperature=model.temperature,
+        max_steps=model.max_steps,
+        system_prompt=model.system_prompt,
+        summarize_every_n_turns=model.summarize_every_n_turns,
+        context_stride=model.context_stride,
+        log_prob=model.log_prob,
+    )
+
+
+def default_sweep_id(sweep: SweepConfig, day: dt.date | None = None) -> str:
+    """One sweep id per sweep per UTC day: a re-run the same day resumes the same runs."""
+    day = day or dt.datetime.now(dt.UTC).date()
+    return f"{sweep.name}-{day:%Y%m%d}"
+
+
+def run_name(sweep_id: str, scenario_id: str, model_name: str) -> str:
+    return f"{sweep_id}.{partition_key(scenario_id)}.{model_name}"
+
+
+def find_sweep_for(sweeps: dict[str, SweepConfig], model_key: str, scenario_key: str) -> SweepConfig:
+    """The first sweep (by name) that includes both the model and the scenario of a partition."""
+    for name in sorted(sweeps):
+        sweep = sweeps[name]
+        if any(m.name == model_key for m in sweep.models) and any(
+            partition_key(s) == scenario_key for s in sweep.scenarios
+        ):
+            return sweep
+    raise ConfigError(f"no sweep config includes both model {model_key!r} and scenario {scenario_key!r}")

@@ -1,0 +1,119 @@
+"""Provisioning client for built-in tool servers: create, snapshot and delete workspaces over HTTP."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+DEFAULT_TIMEOUT_SECONDS = 10.0
+
+
+class WorkspaceError(Exception):
+    """Provisioning failed; the engine reports it as a rollout `workspace_error`."""
+
+    def __init__(self, message: str, server_url: str = "", status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.server_url = server_url
+        self.status_code = status_code
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200] or response.reason_phrase
+    if isinstance(body, dict) and "detail" in body:
+        return str(body["detail"])
+    return str(body)[:200]
+
+
+class ToolServerAdmin:
+    """Async client the rollout engine uses around a rollout. Pass a shared `httpx.AsyncClient` to reuse
+    connections across rollouts; otherwise one is created lazily and closed by `aclose()`."""
+
+    def __init__(
+        self, client: httpx.AsyncClient | None = None, timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    ) -> None:
+        self._client = client
+        self._owns_client = client is None
+        self.timeout_seconds = timeout_seconds
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout_seconds)
+        return self._client
+
+    async def _request(
+        self, method: str, url: str, action: str, server: str, json: Any = None, expected: tuple[int, ...] = (200,)
+    ) -> Any:
+        try:
+            response = await self._http().request(method, url, json=json, timeout=self.timeout_seconds)
+        except httpx.TimeoutException as exc:
+            raise WorkspaceError(
+                f"tool server {server}: {action} timed out after {self.timeout_seconds:g}s", server_url=server
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise WorkspaceError(
+                f"tool server {server}: {action} failed: {type(exc).__name__}: {exc}", server_url=server
+            ) from exc
+        if response.status_code not in expected:
+            raise WorkspaceError(
+                f"tool server {server}: {action} failed with HTTP {response.status_code}: {_detail(response)}",
+                server_url=server,
+                status_code=response.status_code,
+            )
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise WorkspaceError(
+                f"tool server {server}: {action} returned a non-JSON body",
+                server_url=server,
+                status_code=response.status_code,
+            ) from exc
+
+    async def create_workspace(self, server_base_url: str, seed: list[Any], workspace_id: str | None = None) -> str:
+        """Create and seed a workspace; return its full tool_server_url (`<base>/workspaces/<id>`)."""
+        base = server_base_url.rstrip("/")
+        payload: dict[str, Any] = {"seed": seed}
+        if workspace_id is not None:
+            payload["workspace_id"] = workspace_id
+        body = await self._request(
+            "POST", f"{base}/workspaces", "create workspace", base, json=payload, expected=(200, 201)
+        )
+        path = body.get("path") if isinstance(body, dict) else None
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise WorkspaceError(f"tool server {base}: create workspace returned no workspace path", server_url=base)
+        return f"{base}{path}"
+
+    async def seed(self, tool_server_url: str, seed: list[Any]) -> None:
+        """Load more seed files into an existing workspace (merged with what it already holds)."""
+        url = tool_server_url.rstrip("/")
+        await self._request("POST", f"{url}/seed", "seed workspace", url, json={"seed": seed})
+
+    async def snapshot(self, tool_server_url: str) -> dict[str, Any]:
+        """The workspace's state (collection -> id -> item)."""
+        url = tool_server_url.rstrip("/")
+        body = await self._request("GET", f"{url}/snapshot", "snapshot", url)
+        state = body.get("state") if isinstance(body, dict) else None
+        if not isinstance(state, dict):
+            raise WorkspaceError(f"tool server {url}: snapshot has no 'state' object", server_url=url)
+        return state
+
+    async def delete_workspace(self, tool_server_url: str) -> None:
+        url = tool_server_url.rstrip("/")
+        await self._request("DELETE", url, "delete workspace", url)
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def __aenter__(self) -> ToolServerAdmin:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

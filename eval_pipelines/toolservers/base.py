@@ -1,0 +1,129 @@
+"""The contract of a built-in, stateful tool server and the parameter validation every server shares.
+
+A server is a plain Python object: it lists its tools, builds and seeds a state, executes calls against a
+state and renders it as text. It knows nothing about HTTP or workspaces (see `app.py`), so the same class
+backs the HTTP app, the tests and any in-process use.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError as SchemaValidationError
+
+from eval_pipelines.schemas.tools import ToolDefinition
+
+#: collection name -> item id -> JSON item (for example `state["emails"]["e-001"]`).
+State = dict[str, dict[str, dict[str, Any]]]
+
+
+class ToolError(Exception):
+    """A tool call that failed in a way the agent should see: the message becomes the error observation."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SeedError(ValueError):
+    """Seed data that cannot be loaded; the message names the file index and the field."""
+
+
+@dataclass
+class ToolContext:
+    """What a tool call may touch: the calling workspace's state (mutated in place) and its identity."""
+
+    workspace_id: str
+    state: State
+    step_index: int = 0
+
+
+def _format_schema_error(tool_name: str, error: SchemaValidationError) -> str:
+    # `required` errors already quote the missing property; every other error needs the offending path,
+    # otherwise "5 is not of type 'string'" leaves the agent guessing which parameter was wrong.
+    path = ".".join(str(p) for p in error.absolute_path)
+    if path:
+        return f"Invalid parameters for {tool_name}: parameter '{path}': {error.message}"
+    return f"Invalid parameters for {tool_name}: {error.message}"
+
+
+class BuiltinToolServer(ABC):
+    """Base class of every built-in tool server. Subclasses are stateless: all state lives in `State`."""
+
+    name: ClassVar[str]
+    #: collection name -> plural noun used in diff summaries ("emails" -> "email(s)").
+    collection_nouns: ClassVar[dict[str, str]] = {}
+
+    @abstractmethod
+    def tools(self) -> list[ToolDefinition]:
+        """Every tool, with a JSON Schema `parameters` object and `mutates_state`."""
+
+    @abstractmethod
+    def new_state(self) -> State:
+        """An empty state with every collection present."""
+
+    @abstractmethod
+    def seed(self, state: State, seed_files: list[Any]) -> None:
+        """Load parsed seed files into `state`; raise SeedError naming the problem."""
+
+    @abstractmethod
+    def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
+        """Run one validated call; return the observation text or raise ToolError."""
+
+    @abstractmethod
+    def render_text(self, state: State) -> str:
+        """A human-readable dump of the state."""
+
+    def noun(self, collection: str) -> str:
+        return self.collection_nouns.get(collection, collection)
+
+    @cached_property
+    def tool_map(self) -> dict[str, ToolDefinition]:
+        return {tool.name: tool for tool in self.tools()}
+
+    @cached_property
+    def _validators(self) -> dict[str, Draft202012Validator]:
+        return {name: Draft202012Validator(tool.parameters) for name, tool in self.tool_map.items()}
+
+    def mutates(self, tool_name: str) -> bool:
+        tool = self.tool_map.get(tool_name)
+        return bool(tool is not None and tool.mutates_state)
+
+    def validate_params(self, tool_name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Check `params` against the tool's schema and return a copy with schema defaults filled in."""
+        tool = self.tool_map.get(tool_name)
+        if tool is None:
+            available = ", ".join(sorted(self.tool_map))
+            raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'. Available tools: {available}")
+        properties: dict[str, Any] = tool.parameters.get("properties") or {}
+        unexpected = sorted(set(params) - set(properties))
+        if unexpected:
+            names = ", ".join(f"'{n}'" for n in unexpected)
+            allowed = ", ".join(f"'{n}'" for n in properties) or "none"
+            raise ToolError(f"Invalid parameters for {tool_name}: unexpected parameter(s) {names} (allowed: {allowed})")
+        validator = self._validators[tool_name]
+        errors = sorted(validator.iter_errors(params), key=lambda e: (".".join(map(str, e.absolute_path)), e.message))
+        if errors:
+            raise ToolError(_format_schema_error(tool_name, errors[0]))
+        result = dict(params)
+        for prop, spec in properties.items():
+            if not isinstance(spec, dict):
+                continue
+            if prop not in result and "default" in spec:
+                result[prop] = copy.deepcopy(spec["default"])
+            # JSON Schema counts 3.0 as an integer; tools slice and index with it, so make it a real int.
+            if spec.get("type") == "integer" and isinstance(result.get(prop), float):
+                result[prop] = int(result[prop])
+        return result
+
+    def execute(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
+        """Validate, then call. Raises ToolError for unknown tools, bad parameters and failed calls."""
+        return self.call(ctx, tool_name, self.validate_params(tool_name, params))

@@ -1,0 +1,478 @@
+"""A built-in email tool server: one mailbox per workspace, deterministic ids and clock.
+
+Determinism is the point: verifiers and diffs must come out identical when the same actions are replayed
+on the same seed, so new ids and timestamps are derived from the state itself, never from the wall clock.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+from eval_pipelines.schemas.tools import ToolDefinition
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
+
+DEFAULT_ACCOUNT = "agent@example.com"
+FOLDERS = ("inbox", "sent", "trash")
+#: the clock of a mailbox seeded without any email.
+EPOCH = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
+CLOCK_STEP = timedelta(minutes=1)
+SENT_ID_PREFIX = "sent-"
+MAX_LIMIT = 200
+
+_ADDRESS_RE = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
+_ANGLE_RE = re.compile(r"<([^<>]+)>\s*$")
+_SENT_ID_RE = re.compile(rf"^{SENT_ID_PREFIX}(\d+)$")
+_SEED_KEYS = {"account", "contacts", "emails"}
+_SEED_EMAIL_KEYS = {"id", "from", "to", "cc", "subject", "body", "folder", "timestamp", "read", "in_reply_to"}
+
+
+def _string(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **extra}
+
+
+def _integer(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "integer", "description": description, **extra}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+_TOOLS: list[ToolDefinition] = [
+    ToolDefinition(
+        name="send_email",
+        description="Send a new email from your account. Separate several recipients with commas.",
+        parameters=_schema(
+            {
+                "to": _string("Recipient address, or several addresses separated by commas."),
+                "subject": _string("Subject line."),
+                "body": _string("Plain-text body."),
+                "cc": _string("Optional CC address(es), separated by commas."),
+            },
+            ["to", "subject", "body"],
+        ),
+        mutates_state=True,
+    ),
+    ToolDefinition(
+        name="reply_to_email",
+        description="Reply to an email's sender. The subject becomes 'Re: <original subject>'.",
+        parameters=_schema(
+            {
+                "email_id": _string("Id of the email to reply to."),
+                "body": _string("Plain-text body of the reply."),
+            },
+            ["email_id", "body"],
+        ),
+        mutates_state=True,
+    ),
+    ToolDefinition(
+        name="forward_email",
+        description="Forward an email, with an optional note above the original message.",
+        parameters=_schema(
+            {
+                "email_id": _string("Id of the email to forward."),
+                "to": _string("Recipient address, or several addresses separated by commas."),
+                "note": _string("Optional note placed above the forwarded message."),
+            },
+            ["email_id", "to"],
+        ),
+        mutates_state=True,
+    ),
+    ToolDefinition(
+        name="search_emails",
+        description=(
+            "Search all folders, newest first, case-insensitively. kind='from' matches the sender, kind='to' "
+            "matches To/CC recipients, kind='containing' matches subject, body and addresses."
+        ),
+        parameters=_schema(
+            {
+                "query": _string("Text to look for."),
+                "kind": _string(
+                    "What to match: 'to', 'from' or 'containing'.",
+                    enum=["to", "from", "containing"],
+                    default="containing",
+                ),
+                "start": _integer("Index of the first result to return (for paging).", minimum=0, default=0),
+                "limit": _integer("Maximum number of results (1-200).", minimum=1, maximum=MAX_LIMIT, default=20),
+            },
+            ["query"],
+        ),
+        mutates_state=False,
+    ),
+    ToolDefinition(
+        name="get_email",
+        description="Read one email in full, including its body.",
+        parameters=_schema({"email_id": _string("Id of the email.")}, ["email_id"]),
+        mutates_state=False,
+    ),
+    ToolDefinition(
+        name="list_emails",
+        description="List the emails of one folder, newest first.",
+        parameters=_schema(
+            {
+                "folder": _string("Folder: 'inbox', 'sent' or 'trash'.", enum=list(FOLDERS), default="inbox"),
+                "limit": _integer("Maximum number of emails (1-200).", minimum=1, maximum=MAX_LIMIT, default=20),
+            },
+            [],
+        ),
+        mutates_state=False,
+    ),
+    ToolDefinition(
+        name="list_contacts",
+        description="List your contacts (name, address, title).",
+        parameters=_schema({}, []),
+        mutates_state=False,
+    ),
+    ToolDefinition(
+        name="delete_email",
+        description="Move one email to the trash.",
+        parameters=_schema({"email_id": _string("Id of the email to delete.")}, ["email_id"]),
+        mutates_state=True,
+    ),
+    ToolDefinition(
+        name="delete_all_emails",
+        description="Move every email in the inbox to the trash.",
+        parameters=_schema({}, []),
+        mutates_state=True,
+    ),
+]
+
+
+def _format_ts(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_ts(value: str) -> datetime:
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    # A naive seed timestamp is read as UTC so every stored timestamp sorts correctly as a string.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def parse_addresses(raw: str, field_name: str) -> list[str]:
+    """Split a comma/semicolon separated list, accept `Name <addr>`, lowercase; ToolError names a bad one."""
+    addresses: list[str] = []
+    for part in re.split(r"[,;]", raw):
+        candidate = part.strip()
+        if not candidate:
+            continue
+        match = _ANGLE_RE.search(candidate)
+        address = (match.group(1) if match else candidate).strip().lower()
+        if not _ADDRESS_RE.match(address):
+            raise ToolError(f"Invalid email address '{candidate}' in '{field_name}'")
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+def _with_prefix(prefix: str, subject: str, also: tuple[str, ...] = ()) -> str:
+    lowered = subject.strip().lower()
+    if any(lowered.startswith(p.lower()) for p in (prefix, *also)):
+        return subject
+    return f"{prefix} {subject}"
+
+
+class EmailServer(BuiltinToolServer):
+    name: ClassVar[str] = "email"
+    collection_nouns: ClassVar[dict[str, str]] = {
+        "emails": "email(s)",
+        "contacts": "contact(s)",
+        "settings": "setting(s)",
+    }
+
+    def tools(self) -> list[ToolDefinition]:
+        return [tool.model_copy(deep=True) for tool in _TOOLS]
+
+    # -- state -----------------------------------------------------------------------------------------
+
+    def new_state(self) -> State:
+        # The account lives in the state (not on the server object) because one server instance serves
+        # many workspaces, each seeded with its own account.
+        return {"emails": {}, "contacts": {}, "settings": {"account": {"email": DEFAULT_ACCOUNT}}}
+
+    def seed(self, state: State, seed_files: list[Any]) -> None:
+        for index, seed in enumerate(seed_files):
+            where = f"seed file {index}"
+            if not isinstance(seed, dict):
+                raise SeedError(f"{where}: expected a JSON object with 'account', 'contacts' and/or 'emails'")
+            unknown = sorted(set(seed) - _SEED_KEYS)
+            if unknown:
+                raise SeedError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(_SEED_KEYS)}")
+            if "account" in seed:
+                account = seed["account"]
+                if not isinstance(account, str) or not _ADDRESS_RE.match(account.strip().lower()):
+                    raise SeedError(f"{where}: account: {account!r} is not an email address")
+                state["settings"]["account"] = {"email": account.strip().lower()}
+            contacts = seed.get("contacts", [])
+            if not isinstance(contacts, list):
+                raise SeedError(f"{where}: contacts: expected a list")
+            for pos, contact in enumerate(contacts):
+                item = self._seed_contact(f"{where}: contacts[{pos}]", contact)
+                state["contacts"][item["email"]] = item
+            emails = seed.get("emails", [])
+            if not isinstance(emails, list):
+                raise SeedError(f"{where}: emails: expected a list")
+            for pos, email in enumerate(emails):
+                item = self._seed_email(f"{where}: emails[{pos}]", email, state)
+                if item["id"] in state["emails"]:
+                    raise SeedError(f"{where}: emails[{pos}]: duplicate email id {item['id']!r}")
+                state["emails"][item["id"]] = item
+
+    @staticmethod
+    def _seed_contact(where: str, contact: Any) -> dict[str, Any]:
+        if not isinstance(contact, dict):
+            raise SeedError(f"{where}: expected an object with 'email', 'name' and 'title'")
+        address = contact.get("email")
+        if not isinstance(address, str) or not _ADDRESS_RE.match(address.strip().lower()):
+            raise SeedError(f"{where}: email: {address!r} is not an email address")
+        return {
+            "email": address.strip().lower(),
+            "name": str(contact.get("name") or ""),
+            "title": str(contact.get("title") or ""),
+        }
+
+    def _seed_email(self, where: str, email: Any, state: State) -> dict[str, Any]:
+        if not isinstance(email, dict):
+            raise SeedError(f"{where}: expected an email object")
+        unknown = sorted(set(email) - _SEED_EMAIL_KEYS)
+        if unknown:
+            raise SeedError(f"{where}: unknown field(s) {unknown}")
+        for required in ("id", "from", "to", "subject", "body", "timestamp"):
+            if required not in email:
+                raise SeedError(f"{where}: missing required field '{required}'")
+        if not isinstance(email["id"], str) or not email["id"]:
+            raise SeedError(f"{where}: id: expected a non-empty string")
+        try:
+            sender = parse_addresses(str(email["from"]), "from")
+            to = self._seed_address_list(email["to"], "to")
+            cc = self._seed_address_list(email.get("cc") or [], "cc")
+        except ToolError as exc:
+            raise SeedError(f"{where}: {exc}") from exc
+        if len(sender) != 1:
+            raise SeedError(f"{where}: from: expected exactly one address")
+        try:
+            timestamp = _format_ts(_parse_ts(str(email["timestamp"])))
+        except ValueError as exc:
+            raise SeedError(f"{where}: timestamp: {email['timestamp']!r} is not an ISO 8601 timestamp") from exc
+        folder = email.get("folder") or ("sent" if sender[0] == self.account(state) else "inbox")
+        if folder not in FOLDERS:
+            raise SeedError(f"{where}: folder: {folder!r} is not one of {list(FOLDERS)}")
+        in_reply_to = email.get("in_reply_to")
+        if in_reply_to is not None and not isinstance(in_reply_to, str):
+            raise SeedError(f"{where}: in_reply_to: expected a string or null")
+        return {
+            "id": email["id"],
+            "from": sender[0],
+            "to": to,
+            "cc": cc,
+            "subject": str(email["subject"]),
+            "body": str(email["body"]),
+            "folder": folder,
+            "timestamp": timestamp,
+            "read": bool(email.get("read", folder != "inbox")),
+            "in_reply_to": in_reply_to,
+        }
+
+    @staticmethod
+    def _seed_address_list(value: Any, field_name: str) -> list[str]:
+        if isinstance(value, str):
+            return parse_addresses(value, field_name)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return parse_addresses(",".join(value), field_name)
+        raise ToolError(f"{field_name}: expected an address or a list of addresses")
+
+    @staticmethod
+    def account(state: State) -> str:
+        return str(state.get("settings", {}).get("account", {}).get("email") or DEFAULT_ACCOUNT)
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _email(state: State, email_id: str) -> dict[str, Any]:
+        email = state["emails"].get(email_id)
+        if email is None:
+            raise ToolError(f"Email '{email_id}' not found")
+        return email
+
+    @staticmethod
+    def _newest_first(emails: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return sorted(emails, key=lambda e: (e["timestamp"], e["id"]), reverse=True)
+
+    @staticmethod
+    def _next_id(state: State) -> str:
+        numbers = [int(m.group(1)) for key in state["emails"] if (m := _SENT_ID_RE.match(key))]
+        return f"{SENT_ID_PREFIX}{max(numbers, default=0) + 1:04d}"
+
+    @staticmethod
+    def _next_timestamp(state: State) -> str:
+        # Stored timestamps are normalised UTC strings, so the string maximum is the latest moment.
+        latest = max((e["timestamp"] for e in state["emails"].values()), default=None)
+        base = _parse_ts(latest) if latest else EPOCH - CLOCK_STEP
+        return _format_ts(base + CLOCK_STEP)
+
+    def _deliver(
+        self,
+        state: State,
+        to: list[str],
+        subject: str,
+        body: str,
+        cc: list[str] | None = None,
+        in_reply_to: str | None = None,
+    ) -> dict[str, Any]:
+        email: dict[str, Any] = {
+            "id": self._next_id(state),
+            "from": self.account(state),
+            "to": to,
+            "cc": cc or [],
+            "subject": subject,
+            "body": body,
+            "folder": "sent",
+            "timestamp": self._next_timestamp(state),
+            "read": True,
+            "in_reply_to": in_reply_to,
+        }
+        state["emails"][email["id"]] = email
+        return email
+
+    @staticmethod
+    def _listing_line(email: dict[str, Any]) -> str:
+        to = ", ".join(email["to"])
+        status = "" if email["read"] else ", unread"
+        return (
+            f"[{email['id']}] {email['timestamp']} | from: {email['from']} | to: {to} | "
+            f"subject: {email['subject']} ({email['folder']}{status})"
+        )
+
+    @staticmethod
+    def _full_text(email: dict[str, Any]) -> str:
+        lines = [
+            f"ID: {email['id']}",
+            f"Folder: {email['folder']}",
+            f"From: {email['from']}",
+            f"To: {', '.join(email['to'])}",
+        ]
+        if email["cc"]:
+            lines.append(f"Cc: {', '.join(email['cc'])}")
+        lines += [f"Date: {email['timestamp']}", f"Subject: {email['subject']}"]
+        if email["in_reply_to"]:
+            lines.append(f"In-Reply-To: {email['in_reply_to']}")
+        return "\n".join(lines) + "\n\n" + email["body"]
+
+    # -- tools -----------------------------------------------------------------------------------------
+
+    def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
+        handler = getattr(self, f"_tool_{tool_name}", None)
+        if handler is None:
+            raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'")
+        result: str = handler(ctx.state, **params)
+        return result
+
+    def _tool_send_email(self, state: State, to: str, subject: str, body: str, cc: str = "") -> str:
+        recipients = parse_addresses(to, "to")
+        if not recipients:
+            raise ToolError("send_email needs at least one recipient in 'to'")
+        copies = parse_addresses(cc, "cc")
+        email = self._deliver(state, recipients, subject, body, cc=copies)
+        cc_text = f" (cc: {', '.join(copies)})" if copies else ""
+        return f"Email sent to {', '.join(recipients)}{cc_text} with subject '{subject}'. Id: {email['id']}."
+
+    def _tool_reply_to_email(self, state: State, email_id: str, body: str) -> str:
+        original = self._email(state, email_id)
+        account = self.account(state)
+        # Replying to a message we sent ourselves goes to its recipients, as in any mail client.
+        to = list(original["to"]) if original["from"] == account else [original["from"]]
+        subject = _with_prefix("Re:", original["subject"])
+        email = self._deliver(state, to, subject, body, in_reply_to=original["id"])
+        return f"Reply sent to {', '.join(to)} with subject '{subject}'. Id: {email['id']}."
+
+    def _tool_forward_email(self, state: State, email_id: str, to: str, note: str = "") -> str:
+        original = self._email(state, email_id)
+        recipients = parse_addresses(to, "to")
+        if not recipients:
+            raise ToolError("forward_email needs at least one recipient in 'to'")
+        subject = _with_prefix("Fwd:", original["subject"], also=("Fw:",))
+        header = [
+            "---------- Forwarded message ----------",
+            f"From: {original['from']}",
+            f"Date: {original['timestamp']}",
+            f"Subject: {original['subject']}",
+            f"To: {', '.join(original['to'])}",
+        ]
+        if original["cc"]:
+            header.append(f"Cc: {', '.join(original['cc'])}")
+        quoted = "\n".join(header) + "\n\n" + original["body"]
+        body = f"{note.rstrip()}\n\n{quoted}" if note.strip() else quoted
+        email = self._deliver(state, recipients, subject, body)
+        names = ", ".join(recipients)
+        return f"Email '{original['id']}' forwarded to {names} with subject '{subject}'. Id: {email['id']}."
+
+    def _tool_search_emails(self, state: State, query: str, kind: str, start: int, limit: int) -> str:
+        needle = query.strip().lower()
+
+        def matches(email: dict[str, Any]) -> bool:
+            if kind == "from":
+                return needle in email["from"]
+            if kind == "to":
+                return any(needle in address for address in email["to"] + email["cc"])
+            haystack = " ".join([email["subject"], email["body"], email["from"], *email["to"], *email["cc"]])
+            return needle in haystack.lower()
+
+        found = self._newest_first([e for e in state["emails"].values() if matches(e)])
+        if not found:
+            return f"No emails match '{query}' (kind={kind})."
+        page = found[start : start + limit]
+        if not page:
+            return f"{len(found)} email(s) match '{query}' (kind={kind}), none at start={start}."
+        shown = f"{start + 1}-{start + len(page)}"
+        header = f"{len(found)} email(s) match '{query}' (kind={kind}); showing {shown}, newest first:"
+        return "\n".join([header, *(self._listing_line(e) for e in page)])
+
+    def _tool_get_email(self, state: State, email_id: str) -> str:
+        # Pure read on purpose: marking as read would make a read tool mutate state, and every
+        # get_email would then need a snapshot and a diff.
+        return self._full_text(self._email(state, email_id))
+
+    def _tool_list_emails(self, state: State, folder: str, limit: int) -> str:
+        emails = self._newest_first([e for e in state["emails"].values() if e["folder"] == folder])
+        if not emails:
+            return f"The {folder} folder is empty."
+        page = emails[:limit]
+        header = f"{folder}: {len(emails)} email(s); showing {len(page)}, newest first:"
+        return "\n".join([header, *(self._listing_line(e) for e in page)])
+
+    def _tool_list_contacts(self, state: State) -> str:
+        contacts = sorted(state["contacts"].values(), key=lambda c: (c["name"].lower(), c["email"]))
+        if not contacts:
+            return "You have no contacts."
+        lines = [f"{len(contacts)} contact(s):"]
+        for contact in contacts:
+            title = f" - {contact['title']}" if contact["title"] else ""
+            lines.append(f"{contact['name'] or contact['email']} <{contact['email']}>{title}")
+        return "\n".join(lines)
+
+    def _tool_delete_email(self, state: State, email_id: str) -> str:
+        email = self._email(state, email_id)
+        if email["folder"] == "trash":
+            return f"Email '{email_id}' is already in the trash."
+        state["emails"][email_id] = {**email, "folder": "trash"}
+        return f"Email '{email_id}' moved to trash."
+
+    def _tool_delete_all_emails(self, state: State) -> str:
+        moved = [key for key, email in state["emails"].items() if email["folder"] == "inbox"]
+        for key in moved:
+            state["emails"][key] = {**state["emails"][key], "folder": "trash"}
+        return f"Moved {len(moved)} email(s) from the inbox to the trash."
+
+    # -- rendering -------------------------------------------------------------------------------------
+
+    def render_text(self, state: State) -> str:
+        lines = [f"Account: {self.account(state)}", ""]
+        contacts = sorted(state["contacts"].values(), key=lambda c: c["email"])
+        lines.append(f"Contacts ({len(contacts)}):")
+        lines += [f"  {c['name']} <{c['email']}> {c['title']}".rstrip() for c in contacts]
+        for folder in FOLDERS:
+            emails = self._newest_first([e for e in state["emails"].values() if e["folder"] == folder])
+            lines += ["", f"{folder.capitalize()} ({len(emails)}):"]
+            lines += [f"  {self._listing_line(e)}" for e in emails]
+        return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""The verifier protocol: `verify(run_artifacts)` returns VerifierResult, `(bool, str)` or `bool`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome, VerifierResult
+
+VerifyFn = Callable[[Any], Any]
+
+
+def normalise_result(raw: Any) -> VerifierResult:
+    """Turn whatever a verifier returned into a VerifierResult; anything unrecognisable is a failure."""
+    if isinstance(raw, VerifierResult):
+        return raw
+    if isinstance(raw, bool):
+        return VerifierResult(success=raw)
+    if isinstance(raw, tuple) and raw and isinstance(raw[0], bool):
+        message = str(raw[1]) if len(raw) > 1 else ""
+        output = raw[2] if len(raw) > 2 else ""
+        return VerifierResult(success=raw[0], message=message, output=output)
+    if isinstance(raw, dict) and isinstance(raw.get("success"), bool):
+        return VerifierResult.model_validate(raw)
+    # Duck-typed results from bundles that define their own VerifierResult class.
+    success = getattr(raw, "success", None)
+    if isinstance(success, bool):
+        return VerifierResult(
+            success=success, message=str(getattr(raw, "message", "")), output=getattr(raw, "output", "")
+        )
+    return VerifierResult(success=False, message=f"Verifier returned an unsupported value: {type(raw).__name__}")
+
+
+def run_verifier(
+    module: str,
+    verifier_version: str,
+    verify: VerifyFn | None,
+    artifacts: RunArtifacts,
+    kind: VerifierKind = VerifierKind.PROGRAMMATIC,
+) -> VerifierOutcome:
+    """Run one verifier; a missing `verify` or an exception is a failed outcome, never a crash."""
+    if verify is None:
+        result = VerifierResult(success=False, message=f"Verifier error: module {module!r} defines no verify()")
+    else:
+        try:
+            result = normalise_result(verify(artifacts))
+        except Exception as exc:
+            result = VerifierResult(success=False, message=f"Verifier error: {type(exc).__name__}: {exc}")
+    reward = result.reward if result.reward is not None else (1.0 if result.success else 0.0)
+    return VerifierOutcome(
+        module=module,
+        verifier_version=verifier_version,
+        kind=kind,
+        success=result.success,
+        reward=reward,
+        message=result.message,
+        output=result.output,
+    )
+
+
+def combine(outcomes: Sequence[VerifierOutcome]) -> tuple[bool, float, float, str]:
+    """(success, reward, partial_credit, message): reward is 1.0 only when every verifier passes."""
+    if not outcomes:
+        return False, 0.0, 0.0, "no verifiers configured"
+    passed = sum(1 for o in outcomes if o.success)
+    success = passed == len(outcomes)
+    messages = "; ".join(f"{o.module}: {o.message}" for o in outcomes if o.message)
+    return success, 1.0 if success else 0.0, passed / len(outcomes), messages
+
+
+class VerifierSource(Protocol):
+    """Anything that resolves a module name to its loaded verifier (a VerifierPackage)."""
+
+    def get(self, module: str) -> Any: ...
+
+
+def verify_task(
+    source: VerifierSource | None, modules: Sequence[str], artifacts: RunArtifacts
+) -> list[VerifierOutcome]:
+    """Run a task's verifiers over one rollout's artifacts, in declaration order."""
+    outcomes: list[VerifierOutcome] = []
+    for module in modules:
+        if source is None:
+            outcomes.append(run_verifier(module, "missing", None, artifacts))
+            continue
+        loaded = source.get(module)
+        outcome = run_verifier(module, loaded.version, loaded.verify, artifacts)
+        if loaded.verify is None and getattr(loaded, "load_error", None):
+            outcome = outcome.model_copy(update={"message": f"Verifier error: {loaded.load_error}"})
+        outcomes.append(outcome)
+    return outcomes

@@ -1,0 +1,123 @@
+"""The DuckDB catalog: a small database file of views over the Parquet warehouse, for analysts.
+
+The file holds no data, only views, so it is rebuilt from scratch each time into a temp file and swapped in
+with `os.replace`. An analyst's read-only connection keeps the old file (its inode) open and never blocks the
+rebuild; the next connection sees the new views. Within one Python process DuckDB caches an open database
+per path, so a process must close its old connections before it can see a rebuilt catalog.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from eval_pipelines.warehouse.metrics import METRIC_VIEWS
+from eval_pipelines.warehouse.store import PARQUET_SUFFIX, Warehouse
+from eval_pipelines.warehouse.tables import TABLE_SPECS, TableSpec
+
+
+@dataclass(frozen=True)
+class CatalogSummary:
+    path: Path
+    views: tuple[str, ...]
+    row_counts: dict[str, int] = field(default_factory=dict)
+
+
+def duckdb_type(data_type: pa.DataType) -> str:
+    """The DuckDB type `read_parquet` yields for a column of this Arrow type (used for the empty views)."""
+    if pa.types.is_string(data_type) or pa.types.is_large_string(data_type):
+        return "VARCHAR"
+    if pa.types.is_boolean(data_type):
+        return "BOOLEAN"
+    if pa.types.is_int32(data_type):
+        return "INTEGER"
+    if pa.types.is_int64(data_type):
+        return "BIGINT"
+    if pa.types.is_float64(data_type):
+        return "DOUBLE"
+    if pa.types.is_timestamp(data_type):
+        return "TIMESTAMP WITH TIME ZONE" if data_type.tz is not None else "TIMESTAMP"
+    if pa.types.is_list(data_type):
+        return f"{duckdb_type(data_type.value_type)}[]"
+    raise NotImplementedError(f"no DuckDB mapping for Arrow type {data_type}")
+
+
+def _quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_glob(root: Path, spec: TableSpec) -> str:
+    parts = ["*"] * len(spec.partition_by) + [f"*{PARQUET_SUFFIX}"]
+    return "/".join([str(root / spec.name), *parts])
+
+
+def table_view_sql(root: Path, spec: TableSpec, has_files: bool) -> str:
+    if has_files:
+        # Hive values are pinned to VARCHAR: DuckDB would otherwise read `scenario=2024` as BIGINT and a
+        # partition key like `1.5` as a number.
+        hive_types = ", ".join(f"{_quote_literal(c)}: 'VARCHAR'" for c in spec.partition_by)
+        source = (
+            f"read_parquet({_quote_literal(table_glob(root, spec))}, hive_partitioning = true, "
+            f"hive_types = {{{hive_types}}}, union_by_name = true)"
+        )
+        return f"create or replace view {spec.name} as select * from {source}"
+    # Same columns and types as the populated view, so queries written against a fresh warehouse keep working.
+    casts = [f"cast(null as {duckdb_type(f.type)}) as {_quote_ident(f.name)}" for f in spec.schema]
+    casts += [f"cast(null as VARCHAR) as {_quote_ident(c)}" for c in spec.partition_by]
+    return f"create or replace view {spec.name} as select {', '.join(casts)} where false"
+
+
+def _check_root(root: Path) -> None:
+    # DuckDB's hive parsing turns any `key=value` folder on the path into a column, including ones above the
+    # warehouse root, which would add phantom columns to every view.
+    offending = [p for p in root.parts if "=" in p]
+    if offending:
+        raise ValueError(f"warehouse root {root} must not contain '=' in a folder name (found {offending})")
+
+
+def build_catalog(warehouse_root: Path, duckdb_path: Path) -> CatalogSummary:
+    """(Re)build the catalog file at `duckdb_path` with one view per table and the metric views."""
+    root = Path(warehouse_root).resolve()
+    _check_root(root)
+    target = Path(duckdb_path).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    warehouse = Warehouse(root)
+    # A fresh name per build: DuckDB caches open databases per path in-process, and two concurrent builds must
+    # not write into the same temp file.
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    views: list[str] = []
+    row_counts: dict[str, int] = {}
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            for spec in TABLE_SPECS.values():
+                con.execute(table_view_sql(root, spec, has_files=bool(warehouse.files(spec.name))))
+                views.append(spec.name)
+            for metric in METRIC_VIEWS:
+                con.execute(metric.statement())
+                views.append(metric.name)
+            for name in TABLE_SPECS:
+                row = con.execute(f"select count(*) from {name}").fetchone()
+                row_counts[name] = int(row[0]) if row else 0
+            con.execute("checkpoint")
+        finally:
+            con.close()
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+    return CatalogSummary(path=target, views=tuple(views), row_counts=row_counts)
+
+
+def connect_read_only(duckdb_path: Path) -> duckdb.DuckDBPyConnection:
+    """How analysts (and tests) should open the catalog: read-only, so nothing can lock it."""
+    return duckdb.connect(str(Path(duckdb_path).resolve()), read_only=True)

@@ -1,0 +1,290 @@
+"""Pure functions from domain objects to Arrow tables with the registered schemas.
+
+This is the hot path (tens of thousands of rollouts per sweep), so columns are built as plain Python lists
+and handed to Arrow once; no pandas, no per-row Arrow objects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import zip_longest
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pyarrow as pa
+
+from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, META_USAGE, RunArtifacts
+from eval_pipelines.schemas.model_config import strip_secrets
+from eval_pipelines.schemas.runs import Rollout, RolloutStatus
+from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.schemas.tools import StateDiff
+from eval_pipelines.schemas.verifiers import VerifierOutcome
+from eval_pipelines.warehouse.tables import MESSAGES, ROLLOUTS, STATE_DIFFS, TASKS, TOOL_CALLS, VERIFICATIONS
+
+#: Keys of the dict `rollout_tables` returns.
+ROLLOUT_TABLE_NAMES = (ROLLOUTS.name, MESSAGES.name, TOOL_CALLS.name, STATE_DIFFS.name)
+
+
+@dataclass(frozen=True)
+class RolloutContext:
+    """What a rollout does not know about itself: the sweep and partition it was launched for."""
+
+    sweep_id: str
+    run_name: str
+    model_key: str
+    scenario_key: str
+    model_name: str
+    is_simulated: bool
+    base_url: str | None = None
+
+
+@dataclass(frozen=True)
+class VerificationRecord:
+    sweep_id: str
+    run_id: str
+    rollout_id: str
+    scenario_id: str
+    task_id: str
+    model_name: str
+    outcome: VerifierOutcome
+    verified_at: datetime
+
+
+def to_json(value: Any) -> str:
+    """Compact, key-sorted JSON of secret-stripped data, so re-writing the same rollout gives the same bytes."""
+    return json.dumps(strip_secrets(value), ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _text_or_json(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return to_json(value)
+
+
+def parse_timestamp(value: str | datetime | None) -> datetime | None:
+    """ISO 8601 text to an aware UTC datetime; naive values are UTC because every service stamps in UTC.
+
+    Unparseable text becomes NULL rather than an error: a hosted variant's odd timestamp must not lose a whole
+    partition of rollouts.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    else:
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def redact_url(url: str | None) -> str | None:
+    """Drop `user:password@` from a URL: proxies are sometimes configured with credentials inline."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _build(spec_schema: pa.Schema, columns: Mapping[str, list[Any]], table_name: str) -> pa.Table:
+    if list(columns) != spec_schema.names:
+        raise RuntimeError(f"{table_name}: built columns {list(columns)} != schema {spec_schema.names}")
+    arrays = [pa.array(columns[f.name], type=f.type) for f in spec_schema]
+    for field, array in zip(spec_schema, arrays, strict=True):
+        # Arrow does not enforce nullability at construction; Parquet would then carry nulls in a
+        # REQUIRED column, which readers reject or misread.
+        if not field.nullable and array.null_count:
+            raise ValueError(f"{table_name}.{field.name} is not nullable but got {array.null_count} null value(s)")
+    return pa.Table.from_arrays(arrays, schema=spec_schema)
+
+
+def _columns(schema: pa.Schema) -> dict[str, list[Any]]:
+    return {name: [] for name in schema.names}
+
+
+def _usage_fallback(artifacts: RunArtifacts | None) -> dict[str, Any]:
+    if artifacts is None:
+        return {}
+    usage = artifacts.metadata.get(META_USAGE)
+    return usage if isinstance(usage, dict) else {}
+
+
+def _error_text(rollout: Rollout, artifacts: RunArtifacts | None) -> str | None:
+    if artifacts is not None and artifacts.error:
+        return artifacts.error
+    if rollout.status in (RolloutStatus.FAILED, RolloutStatus.WORKSPACE_ERROR) and rollout.result is not None:
+        return rollout.result.message or None
+    return None
+
+
+def _state_diffs(artifacts: RunArtifacts) -> list[StateDiff]:
+    raw = artifacts.metadata.get(META_STATE_DIFFS) or []
+    return [d if isinstance(d, StateDiff) else StateDiff.model_validate(d) for d in raw]
+
+
+def rollout_tables(
+    ctx: RolloutContext, rollouts: Iterable[tuple[Rollout, RunArtifacts | None, str | None]]
+) -> dict[str, pa.Table]:
+    """`rollouts`, `messages`, `tool_calls` and `state_diffs` tables for one (model, scenario) partition.
+
+    Each item is (rollout, its artifacts or None when they could not be fetched, where the JSON trace lives).
+    """
+    r = _columns(ROLLOUTS.schema)
+    m = _columns(MESSAGES.schema)
+    tc = _columns(TOOL_CALLS.schema)
+    sd = _columns(STATE_DIFFS.schema)
+    base_url_ctx = redact_url(ctx.base_url)
+
+    for rollout, artifacts, artifacts_path in rollouts:
+        echo = rollout.model_config_
+        result = rollout.result
+        usage = _usage_fallback(artifacts) if result is None else {}
+
+        r["sweep_id"].append(ctx.sweep_id)
+        r["run_id"].append(rollout.run_id)
+        r["run_name"].append(ctx.run_name)
+        r["rollout_id"].append(rollout.rollout_id)
+        r["rollout_index"].append(rollout.rollout_index)
+        r["scenario_id"].append(rollout.scenario_id)
+        r["task_id"].append(rollout.task_id)
+        r["model_name"].append(ctx.model_name)
+        r["model_identifier"].append(echo.model if echo else (artifacts.model if artifacts else None))
+        r["provider"].append(echo.provider if echo else (artifacts.provider if artifacts else None))
+        r["base_url"].append(redact_url(echo.base_url) if echo and echo.base_url else base_url_ctx)
+        r["is_simulated"].append(ctx.is_simulated)
+        r["temperature"].append(echo.temperature if echo else None)
+        r["max_steps"].append(rollout.max_steps)
+        r["status"].append(rollout.status.value)
+        r["termination_reason"].append(
+            rollout.termination_reason or (result.termination_reason if result is not None else None)
+        )
+        if result is not None:
+            r["success"].append(result.success)
+            r["reward"].append(result.reward)
+            r["steps_taken"].append(result.steps_taken)
+            r["prompt_tokens"].append(result.prompt_tokens)
+            r["completion_tokens"].append(result.completion_tokens)
+            r["total_tokens"].append(result.total_tokens)
+            r["cost_usd"].append(result.estimated_cost_usd)
+            r["duration_seconds"].append(result.duration_seconds)
+        else:
+            # No result (e.g. a workspace error before the agent ran): what it cost is still worth keeping.
+            r["success"].append(None)
+            r["reward"].append(None)
+            r["steps_taken"].append(artifacts.steps_taken if artifacts is not None else None)
+            r["prompt_tokens"].append(usage.get("prompt_tokens"))
+            r["completion_tokens"].append(usage.get("completion_tokens"))
+            r["total_tokens"].append(usage.get("total_tokens"))
+            r["cost_usd"].append(usage.get("cost_usd"))
+            r["duration_seconds"].append(None)
+        r["created_at"].append(parse_timestamp(rollout.created_at))
+        r["started_at"].append(parse_timestamp(rollout.started_at))
+        r["completed_at"].append(parse_timestamp(rollout.completed_at))
+        r["error"].append(_error_text(rollout, artifacts))
+        r["artifacts_path"].append(artifacts_path)
+
+        if artifacts is None:
+            continue
+        keys = (ctx.sweep_id, rollout.rollout_id, rollout.task_id, ctx.model_name)
+
+        for i, message in enumerate(artifacts.messages):
+            _append_keys(m, keys)
+            m["message_index"].append(i)
+            m["role"].append(str(message.get("role", "")))
+            m["content"].append(_text_or_json(message.get("content")))
+            tool_call_id = message.get("tool_call_id")
+            m["tool_call_id"].append(None if tool_call_id is None else str(tool_call_id))
+            tool_calls = message.get("tool_calls")
+            m["tool_calls_json"].append(to_json(tool_calls) if tool_calls else None)
+            timestamp = message.get("timestamp")
+            m["timestamp"].append(None if timestamp is None else str(timestamp))
+
+        # A crash between a call and its result leaves the lists uneven; the call is still evidence.
+        for i, (call, call_result) in enumerate(zip_longest(artifacts.tool_calls, artifacts.tool_results)):
+            if call is None:
+                break
+            _append_keys(tc, keys)
+            tc["call_index"].append(i)
+            tc["tool_server"].append(call.tool_server)
+            tc["tool_name"].append(call.tool_name)
+            tc["parameters_json"].append(to_json(call.parameters))
+            tc["observation"].append(_text_or_json(call_result.observation) if call_result else None)
+            tc["is_error"].append(bool(call_result.is_error) if call_result else False)
+
+        for i, diff in enumerate(_state_diffs(artifacts)):
+            _append_keys(sd, keys)
+            sd["diff_index"].append(i)
+            sd["tool_server"].append(diff.tool_server)
+            sd["scope"].append(diff.scope.value)
+            sd["step_index"].append(diff.step_index)
+            sd["tool_name"].append(diff.tool_name)
+            sd["summary"].append(diff.summary)
+            sd["before_json"].append(to_json(diff.before))
+            sd["after_json"].append(to_json(diff.after))
+
+    return {
+        ROLLOUTS.name: _build(ROLLOUTS.schema, r, ROLLOUTS.name),
+        MESSAGES.name: _build(MESSAGES.schema, m, MESSAGES.name),
+        TOOL_CALLS.name: _build(TOOL_CALLS.schema, tc, TOOL_CALLS.name),
+        STATE_DIFFS.name: _build(STATE_DIFFS.schema, sd, STATE_DIFFS.name),
+    }
+
+
+def _append_keys(columns: dict[str, list[Any]], keys: tuple[str, str, str, str]) -> None:
+    sweep_id, rollout_id, task_id, model_name = keys
+    columns["sweep_id"].append(sweep_id)
+    columns["rollout_id"].append(rollout_id)
+    columns["task_id"].append(task_id)
+    columns["model_name"].append(model_name)
+
+
+def verification_table(rows: Iterable[VerificationRecord]) -> pa.Table:
+    v = _columns(VERIFICATIONS.schema)
+    for row in rows:
+        if row.verified_at.tzinfo is None:
+            # `verifications_latest` orders by this column; a local-time value would silently pick the wrong
+            # verifier version, so ambiguity is an error here rather than a guess.
+            raise ValueError(f"verified_at must be timezone-aware (rollout {row.rollout_id})")
+        outcome = row.outcome
+        v["sweep_id"].append(row.sweep_id)
+        v["run_id"].append(row.run_id)
+        v["rollout_id"].append(row.rollout_id)
+        v["scenario_id"].append(row.scenario_id)
+        v["task_id"].append(row.task_id)
+        v["model_name"].append(row.model_name)
+        v["verifier"].append(outcome.module)
+        v["verifier_version"].append(outcome.verifier_version)
+        v["kind"].append(outcome.kind.value)
+        v["success"].append(outcome.success)
+        v["reward"].append(outcome.reward)
+        v["message"].append(outcome.message)
+        v["output_json"].append(to_json(outcome.output))
+        v["verified_at"].append(row.verified_at.astimezone(UTC))
+    return _build(VERIFICATIONS.schema, v, VERIFICATIONS.name)
+
+
+def tasks_table(scenario_id: str, tasks: Iterable[Task]) -> pa.Table:
+    t = _columns(TASKS.schema)
+    for task in tasks:
+        t["scenario_id"].append(scenario_id)
+        t["task_id"].append(task.task_id)
+        t["name"].append(task.name)
+        t["category"].append(task.category)
+        t["difficulty"].append(task.difficulty)
+        t["version"].append(task.version)
+        t["num_reference_actions"].append(len(task.reference_actions))
+        t["verifiers"].append(list(task.verifiers))
+        t["description"].append(task.description)
+    return _build(TASKS.schema, t, TASKS.name)

@@ -1,0 +1,222 @@
+"""Explicit Arrow schemas of every warehouse table, with a doc string per column.
+
+Schemas are written out rather than inferred: an inferred schema changes type the first time a column is
+all-null or an int arrives as a float, and DuckDB's `union_by_name` then has to reconcile files that
+disagree. The docs here generate `docs/warehouse.md`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import pyarrow as pa
+
+#: Hive partition columns. They live in the path (`model=<key>/scenario=<key>`), never inside the files:
+#: DuckDB lets the path value silently win over a file column of the same name.
+HIVE_MODEL = "model"
+HIVE_SCENARIO = "scenario"
+HIVE_COLUMN_DOCS: dict[str, str] = {
+    HIVE_MODEL: "Partition key of the model (from the Hive path `model=<key>`); the sweep's partition-safe name.",
+    HIVE_SCENARIO: "Partition key of the scenario (from the Hive path `scenario=<key>`); partition-safe form.",
+}
+
+TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    name: str
+    type: pa.DataType
+    doc: str
+    nullable: bool = False
+
+    @property
+    def field(self) -> pa.Field:
+        return pa.field(self.name, self.type, nullable=self.nullable)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    doc: str
+    partition_by: tuple[str, ...]
+    columns: tuple[ColumnSpec, ...]
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        return pa.schema([c.field for c in self.columns])
+
+    @property
+    def column_docs(self) -> dict[str, str]:
+        return {c.name: c.doc for c in self.columns}
+
+
+def _c(name: str, type_: pa.DataType, doc: str, *, nullable: bool = False) -> ColumnSpec:
+    return ColumnSpec(name, type_, doc, nullable)
+
+
+_S = pa.string()
+_I32 = pa.int32()
+_I64 = pa.int64()
+_F64 = pa.float64()
+_BOOL = pa.bool_()
+
+_BY_MODEL_SCENARIO = (HIVE_MODEL, HIVE_SCENARIO)
+_BY_SCENARIO = (HIVE_SCENARIO,)
+
+ROLLOUTS = TableSpec(
+    name="rollouts",
+    doc="One row per rollout (one agent attempt at one task), as the evaluation service reported it.",
+    partition_by=_BY_MODEL_SCENARIO,
+    columns=(
+        _c("sweep_id", _S, "Sweep that launched the rollout."),
+        _c("run_id", _S, "Evaluation-service run id."),
+        _c("run_name", _S, "Idempotent run name, e.g. `sweep-S-M-<date>`."),
+        _c("rollout_id", _S, "Evaluation-service rollout id; unique across the warehouse."),
+        _c("rollout_index", _I32, "Index of the rollout among the repeats of its task in the run."),
+        _c("scenario_id", _S, "Raw scenario id (`family` or `family:version`)."),
+        _c("task_id", _S, "Task id within the scenario."),
+        _c("model_name", _S, "The model's name in the sweep config."),
+        _c(
+            "model_identifier",
+            _S,
+            "LLM model identifier sent to the provider (model_config.model); not called `model` because "
+            "that name is the Hive partition column.",
+            nullable=True,
+        ),
+        _c("provider", _S, "Provider (`custom`, `openai`, ...).", nullable=True),
+        _c("base_url", _S, "Chat-completions base URL, credentials removed.", nullable=True),
+        _c("is_simulated", _BOOL, "True for the offline simulated models (`sim://local`)."),
+        _c("temperature", _F64, "Sampling temperature.", nullable=True),
+        _c("max_steps", _I32, "Step budget of the rollout."),
+        _c("status", _S, "Rollout status: completed, failed, workspace_error, pending or running."),
+        _c("termination_reason", _S, "Why the rollout stopped (final_response, max_steps, ...).", nullable=True),
+        _c(
+            "success",
+            _BOOL,
+            "The engine's `result.success` at run time; re-verification does not change it (see rollout_scores).",
+            nullable=True,
+        ),
+        _c("reward", _F64, "The engine's `result.reward` at run time.", nullable=True),
+        _c("steps_taken", _I32, "Tool calls the agent made.", nullable=True),
+        _c("prompt_tokens", _I64, "Prompt tokens over all LLM calls.", nullable=True),
+        _c("completion_tokens", _I64, "Completion tokens over all LLM calls.", nullable=True),
+        _c("total_tokens", _I64, "Prompt plus completion tokens.", nullable=True),
+        _c("cost_usd", _F64, "Estimated cost in USD.", nullable=True),
+        _c("duration_seconds", _F64, "Wall-clock duration of the rollout.", nullable=True),
+        _c("created_at", TIMESTAMP_UTC, "When the rollout was created.", nullable=True),
+        _c("started_at", TIMESTAMP_UTC, "When the rollout started running.", nullable=True),
+        _c("completed_at", TIMESTAMP_UTC, "When the rollout reached a terminal status.", nullable=True),
+        _c("error", _S, "Error text of a failed rollout.", nullable=True),
+        _c("artifacts_path", _S, "Where the rollout's JSON trace (RunArtifacts) is stored.", nullable=True),
+    ),
+)
+
+TASKS = TableSpec(
+    name="tasks",
+    doc="One row per task of a scenario. Partitioned by scenario only.",
+    partition_by=_BY_SCENARIO,
+    columns=(
+        _c("scenario_id", _S, "Raw scenario id."),
+        _c("task_id", _S, "Task id within the scenario."),
+        _c("name", _S, "Task name."),
+        _c("category", _S, "Task category."),
+        _c("difficulty", _S, "Task difficulty label."),
+        _c("version", _S, "Task version."),
+        _c("num_reference_actions", _I32, "Tool calls in the task's reference solution."),
+        _c("verifiers", pa.list_(_S), "Verifier modules that grade the task."),
+        _c("description", _S, "The instruction given to the agent."),
+    ),
+)
+
+MESSAGES = TableSpec(
+    name="messages",
+    doc="One row per chat message of a rollout's trace, in order.",
+    partition_by=_BY_MODEL_SCENARIO,
+    columns=(
+        _c("sweep_id", _S, "Sweep that launched the rollout."),
+        _c("rollout_id", _S, "Rollout the message belongs to."),
+        _c("task_id", _S, "Task id within the scenario."),
+        _c("model_name", _S, "The model's name in the sweep config."),
+        _c("message_index", _I32, "Position of the message in the conversation, from 0."),
+        _c("role", _S, "system, user, assistant or tool."),
+        _c("content", _S, "Message text; non-string content (parts lists, objects) is JSON.", nullable=True),
+        _c("tool_call_id", _S, "For a tool message, the call it answers.", nullable=True),
+        _c("tool_calls_json", _S, "For an assistant message, its tool calls as JSON.", nullable=True),
+        _c("timestamp", _S, "When the message was recorded (ISO 8601 text, as in the trace).", nullable=True),
+    ),
+)
+
+TOOL_CALLS = TableSpec(
+    name="tool_calls",
+    doc="One row per tool call an agent made, with the observation it got back.",
+    partition_by=_BY_MODEL_SCENARIO,
+    columns=(
+        _c("sweep_id", _S, "Sweep that launched the rollout."),
+        _c("rollout_id", _S, "Rollout the call belongs to."),
+        _c("task_id", _S, "Task id within the scenario."),
+        _c("model_name", _S, "The model's name in the sweep config."),
+        _c("call_index", _I32, "Position of the call in the rollout, from 0."),
+        _c("tool_server", _S, "Tool server the call went to."),
+        _c("tool_name", _S, "Tool called."),
+        _c("parameters_json", _S, "Call parameters as JSON (secrets removed)."),
+        _c("observation", _S, "What the tool returned (text; non-text as JSON).", nullable=True),
+        _c("is_error", _BOOL, "True when the tool reported an error."),
+    ),
+)
+
+STATE_DIFFS = TableSpec(
+    name="state_diffs",
+    doc="Tool-server state changes: one `tool_call` diff per mutating call, then one `full` diff per server.",
+    partition_by=_BY_MODEL_SCENARIO,
+    columns=(
+        _c("sweep_id", _S, "Sweep that launched the rollout."),
+        _c("rollout_id", _S, "Rollout the diff belongs to."),
+        _c("task_id", _S, "Task id within the scenario."),
+        _c("model_name", _S, "The model's name in the sweep config."),
+        _c("diff_index", _I32, "Position of the diff in the rollout's list, from 0."),
+        _c("tool_server", _S, "Tool server whose state changed."),
+        _c("scope", _S, "`tool_call` (one call) or `full` (initial vs final state)."),
+        _c("step_index", _I32, "Step of the call that caused a `tool_call` diff.", nullable=True),
+        _c("tool_name", _S, "Tool of the call that caused a `tool_call` diff.", nullable=True),
+        _c("summary", _S, "Human-readable summary the agent saw."),
+        _c("before_json", _S, "Changed entities before, as JSON."),
+        _c("after_json", _S, "Changed entities after, as JSON."),
+    ),
+)
+
+VERIFICATIONS = TableSpec(
+    name="verifications",
+    doc="One row per verifier run on a rollout. Re-verification appends rows with a newer `verified_at`.",
+    partition_by=_BY_MODEL_SCENARIO,
+    columns=(
+        _c("sweep_id", _S, "Sweep that launched the rollout."),
+        _c("run_id", _S, "Evaluation-service run id."),
+        _c("rollout_id", _S, "Rollout verified."),
+        _c("scenario_id", _S, "Raw scenario id."),
+        _c("task_id", _S, "Task id within the scenario."),
+        _c("model_name", _S, "The model's name in the sweep config."),
+        _c("verifier", _S, "Verifier module."),
+        _c("verifier_version", _S, "Content hash of the verifier's code."),
+        _c("kind", _S, "`programmatic` or `rubric`."),
+        _c("success", _BOOL, "Whether the verifier passed."),
+        _c("reward", _F64, "Verifier reward in [0, 1]."),
+        _c("message", _S, "Verifier message."),
+        _c("output_json", _S, "Verifier output as JSON (secrets removed)."),
+        _c("verified_at", TIMESTAMP_UTC, "When the verifier ran."),
+    ),
+)
+
+TABLE_SPECS: dict[str, TableSpec] = {
+    t.name: t for t in (ROLLOUTS, TASKS, MESSAGES, TOOL_CALLS, STATE_DIFFS, VERIFICATIONS)
+}
+TABLES: dict[str, pa.Schema] = {name: spec.schema for name, spec in TABLE_SPECS.items()}
+COLUMN_DOCS: dict[str, dict[str, str]] = {name: spec.column_docs for name, spec in TABLE_SPECS.items()}
+
+
+def table_spec(table_name: str) -> TableSpec:
+    try:
+        return TABLE_SPECS[table_name]
+    except KeyError:
+        raise KeyError(f"unknown warehouse table {table_name!r}; known: {sorted(TABLE_SPECS)}") from None

@@ -1,0 +1,104 @@
+"""The durable run store: duplicate names, lifecycle events, resume, restart recovery, delete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eval_pipelines.schemas.model_config import ModelConfigEcho
+from eval_pipelines.schemas.runs import RolloutPhase, RolloutResult, RolloutStatus, TerminationReason
+from eval_pipelines.service.store import DuplicateRunName, NewRollout, RunStore
+
+
+def _store(tmp_path: Path, run_name: str | None = "nightly") -> RunStore:
+    store = RunStore(tmp_path / "runs.sqlite3")
+    store.create_run(
+        run_id="run_1",
+        run_name=run_name,
+        scenario_id="s:1",
+        source="rl-gym",
+        request={"model_config": {"model": "m", "api_key": "sk-canary"}},
+        model_config=ModelConfigEcho(model="m"),
+        rollouts=[NewRollout(f"ro_{i}", "t1" if i < 2 else "t2", i % 2, 5) for i in range(4)],
+    )
+    return store
+
+
+def test_create_counts_and_duplicate_name(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    run = store.get_run("run_1", expand_rollouts=True)
+    assert run is not None and (run.total, run.pending, run.completed) == (4, 4, 0)
+    assert len(run.rollout_ids) == 4
+    with pytest.raises(DuplicateRunName) as info:
+        store.create_run(
+            run_id="run_2",
+            run_name="nightly",
+            scenario_id="s:1",
+            source="rl-gym",
+            request={},
+            model_config=ModelConfigEcho(model="m"),
+            rollouts=[],
+        )
+    assert info.value.run_id == "run_1" and "run_1" in str(info.value)
+    assert "sk-canary" not in (tmp_path / "runs.sqlite3").read_bytes().decode("latin-1")
+
+
+def test_lifecycle_events_in_order(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    assert store.claim("ro_0") and not store.claim("ro_0")
+    store.set_phase("ro_0", RolloutPhase.BUILDING_ENVIRONMENT)
+    store.set_phase("ro_0", RolloutPhase.SEEDING)
+    store.set_phase("ro_0", RolloutPhase.AGENT_RUNNING)
+    store.set_step("ro_0", 1)
+    running = store.get_rollout("ro_0")
+    assert running is not None and running.current_step == 1 and running.phase == RolloutPhase.AGENT_RUNNING
+    store.set_phase("ro_0", RolloutPhase.VERIFYING)
+    store.finish("ro_0", RolloutStatus.COMPLETED, RolloutResult(success=True, message="ok"), "final_response", None)
+    done = store.get_rollout("ro_0")
+    assert done is not None and done.status == RolloutStatus.COMPLETED and done.completed_at
+    assert [e.status for e in done.status_events] == [
+        "pending",
+        "running",
+        "phase:building_environment",
+        "phase:seeding",
+        "phase:agent_running",
+        "phase:agent_running",
+        "phase:verifying",
+        "phase:completed",
+        "completed",
+    ]
+
+
+def test_restart_recovery_and_resume(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.claim("ro_0")
+    store.claim("ro_1")
+    store.finish("ro_1", RolloutStatus.COMPLETED, RolloutResult(success=True), "final_response", None)
+    reopened = RunStore(tmp_path / "runs.sqlite3")
+    assert reopened.fail_interrupted() == 1
+    crashed = reopened.get_rollout("ro_0")
+    assert crashed is not None and crashed.status == RolloutStatus.FAILED
+    assert crashed.termination_reason == TerminationReason.SERVER_RESTART.value
+    assert reopened.requeue_unfinished("run_1") == 1  # the completed rollout keeps its result
+    run = reopened.get_run("run_1")
+    assert run is not None and (run.completed, run.pending, run.failed) == (1, 3, 0)
+
+
+def test_fail_pending_and_delete(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.claim("ro_0")
+    assert store.fail_pending(["ro_0", "ro_1", "ro_2"], TerminationReason.CANCELLED, "Cancelled") == 2
+    run = store.get_run("run_1")
+    assert run is not None and (run.failed, run.running, run.pending) == (2, 1, 1)
+    assert store.delete_run("run_1") == 4
+    assert store.get_run("run_1") is None and store.get_rollout("ro_0") is None
+    assert store.delete_run("run_1") is None
+
+
+def test_list_runs_filters_and_pages(tmp_path: Path) -> None:
+    store = _store(tmp_path, run_name=None)
+    total, runs = store.list_runs(scenario_id="s:1", source="rl-gym", limit=1, offset=0, expand_rollouts=False)
+    assert total == 1 and runs[0].rollout_ids == []
+    total, runs = store.list_runs(scenario_id="other", source=None, limit=50, offset=0, expand_rollouts=False)
+    assert (total, runs) == (0, [])
