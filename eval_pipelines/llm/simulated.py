@@ -23,7 +23,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -383,8 +383,17 @@ def _reply(request: ChatRequest, reference: TaskReference | None, *, noise: floa
     return _completion(request, text=None, tool_call=tool_call, step=done)
 
 
-def create_sim_app(book: ReferenceBook, *, noise: float = DEFAULT_NOISE) -> FastAPI:
+#: A text-only simulated persona (an NPC, a judge, a data generator): the request in, the reply text out.
+SimPersona = Callable[[ChatRequest], str]
+
+
+def create_sim_app(
+    book: ReferenceBook, *, noise: float = DEFAULT_NOISE, personas: Mapping[str, SimPersona] | None = None
+) -> FastAPI:
     """The simulated models as an OpenAI-compatible ASGI app (`/v1/...` and unprefixed paths).
+
+    `personas` adds further simulated models by name (each labelled simulated like the agents), so NPCs,
+    judges and generators live in their own modules and share this one endpoint.
 
     Auth: any bearer token, or none, is accepted. This is a local offline stand-in that holds no data worth
     protecting and must work with whatever key a ModelConfig carries (the key field is required). The token
@@ -392,6 +401,10 @@ def create_sim_app(book: ReferenceBook, *, noise: float = DEFAULT_NOISE) -> Fast
     """
     if not 0.0 <= noise <= 1.0:
         raise ValueError("noise must be between 0.0 and 1.0")
+    extra = dict(personas or {})
+    clash = sorted(set(extra) & set(SIMULATED_MODELS))
+    if clash:
+        raise ValueError(f"persona names collide with the simulated agents: {clash}")
     app = FastAPI(title="eval_pipelines simulated models", docs_url=None, redoc_url=None, openapi_url=None)
 
     async def chat_completions(request: Request) -> JSONResponse:
@@ -405,6 +418,10 @@ def create_sim_app(book: ReferenceBook, *, noise: float = DEFAULT_NOISE) -> Fast
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"]) or "<root>"
             return _openai_error(400, f"invalid request: {loc}: {first['msg']}")
+        persona = extra.get(chat.model)
+        if persona is not None:
+            text = await run_in_threadpool(persona, chat)
+            return JSONResponse(_completion(chat, text=text, tool_call=None, step=0))
         if not is_simulated_model(chat.model):
             return _openai_error(404, f"model {chat.model!r} not found", code="model_not_found")
         instruction = chat.first_user_content()
@@ -415,10 +432,14 @@ def create_sim_app(book: ReferenceBook, *, noise: float = DEFAULT_NOISE) -> Fast
         return JSONResponse(reply)
 
     async def models() -> dict[str, Any]:
-        return _model_list()
+        listing = _model_list()
+        listing["data"].extend(
+            {"id": name, "object": "model", "created": 0, "owned_by": "simulated"} for name in sorted(extra)
+        )
+        return listing
 
     async def model(model_id: str) -> Any:
-        if not is_simulated_model(model_id):
+        if not is_simulated_model(model_id) and model_id not in extra:
             return _openai_error(404, f"model {model_id!r} not found", code="model_not_found")
         return {"id": model_id, "object": "model", "created": 0, "owned_by": "simulated"}
 
