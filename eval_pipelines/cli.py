@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.paths import data_dir, project_root, sweeps_dir
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError
-from eval_pipelines.sweeps import ConfigError, default_sweep_id, load_sweep, model_config_for, project_root, run_name
+from eval_pipelines.sweeps import ConfigError, default_sweep_id, load_sweep, model_config_for, run_name
 
 EXIT_USER_ERROR = 2
 #: The progress bar is the CLI's view of a sweep; Dagster's own event stream stays in its storage and UI.
@@ -170,7 +171,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from eval_pipelines.pipeline.summary import markdown_table
     from eval_pipelines.warehouse.catalog import connect_read_only
 
-    path = Path(args.db) if args.db else project_root() / "data" / "eval.duckdb"
+    path = Path(args.db) if args.db else data_dir() / "eval.duckdb"
     if not path.is_file():
         raise UserError(f"{path}: no catalog yet; run `eval-pipelines sweep` first")
     con = connect_read_only(path)
@@ -199,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eval-pipelines", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sweep = sub.add_parser("sweep", help="run a model-comparison sweep through Dagster and print pass rates")
-    sweep.add_argument("--config", default=str(project_root() / "data" / "sweeps" / "default.yaml"))
+    sweep.add_argument("--config", default=str(sweeps_dir() / "default.yaml"))
     sweep.add_argument("--sweep-id", default=None, help="default: <sweep name>-<UTC date>; re-runs resume it")
     sweep.set_defaults(func=cmd_sweep)
     sql = sub.add_parser("sql", help="run a read-only SQL query against data/eval.duckdb")

@@ -13,11 +13,11 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from eval_pipelines.paths import sweeps_dir
 from eval_pipelines.scenarios.catalog import partition_key
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 
-SWEEPS_DIR_ENV = "EVAL_PIPELINES_SWEEPS_DIR"
 #: Simulated models need no credential; this placeholder is what their requests carry.
 SIMULATED_API_KEY = "simulated-no-key"
 
@@ -26,13 +26,8 @@ class ConfigError(ValueError):
     """A user-facing configuration error (file and field named)."""
 
 
-def project_root() -> Path:
-    return Path(__file__).resolve().parents[1]
-
-
 def default_sweeps_dir() -> Path:
-    env = os.environ.get(SWEEPS_DIR_ENV)
-    return Path(env) if env else project_root() / "data" / "sweeps"
+    return sweeps_dir()
 
 
 def load_sweep(path: Path) -> SweepConfig:

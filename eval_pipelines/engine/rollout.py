@@ -163,7 +163,11 @@ class RolloutEngine:
             observer.phase(RolloutPhase.AGENT_RUNNING, "step 0")
             environment = UnifiedEnvironment(workspaces, timeout_seconds=self.tool_timeout_seconds)
             status, reason = await self._run_agent(spec, environment, artifacts, cancel)
-            await self._capture_state(spec, environment, workspaces, initial, artifacts)
+            snapshot_error = await self._capture_state(spec, environment, workspaces, initial, artifacts)
+            if snapshot_error is not None and status == RolloutStatus.COMPLETED:
+                # Verifiers read the final state; without it a "fail" would be a wrong number, not a result.
+                artifacts.set_error(snapshot_error)
+                status, reason = RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR
 
             if status == RolloutStatus.COMPLETED:
                 observer.phase(RolloutPhase.VERIFYING)
@@ -230,20 +234,23 @@ class RolloutEngine:
         workspaces: dict[str, str],
         initial: dict[str, Any],
         artifacts: RunArtifacts,
-    ) -> None:
+    ) -> str | None:
+        """Store initial/final state and diffs in the artifacts; return an error text if a snapshot failed."""
         state: dict[str, Any] = {}
         diffs = [d.model_dump(mode="json") for d in environment.state_diffs]
+        errors: list[str] = []
         for server, url in workspaces.items():
             try:
                 final = await self.admin.snapshot(url)
             except WorkspaceError as exc:
-                artifacts.metadata.setdefault("snapshot_errors", {})[server] = str(exc)
+                errors.append(f"final snapshot of tool server {server!r} failed: {exc}")
                 continue
             state[server] = {"initial": initial.get(server, {}), "final": final}
             full = diff_states(server, initial.get(server, {}), final, DiffScope.FULL)
             diffs.append(full.model_dump(mode="json"))
         artifacts.metadata[META_STATE] = state
         artifacts.metadata[META_STATE_DIFFS] = diffs
+        return "; ".join(errors) or None
 
     def verify(self, spec: RolloutSpec, artifacts: RunArtifacts) -> list[VerifierOutcome]:
         """Run the task's verifiers over the artifacts (and the state snapshots they carry)."""

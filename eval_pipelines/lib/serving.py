@@ -44,6 +44,8 @@ class BackgroundServer:
             lifespan="on",
             # Loopback traffic from many concurrent rollouts: keep connections alive between steps.
             timeout_keep_alive=30,
+            # In-process servers (tool servers, simulated models, tests) must stop promptly, even mid-request.
+            timeout_graceful_shutdown=2,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

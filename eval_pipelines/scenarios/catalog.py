@@ -15,7 +15,6 @@ Every error names the file and the field, so a broken scenario is fixed in one l
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,10 +24,10 @@ from urllib.parse import unquote
 
 from pydantic import ValidationError
 
+from eval_pipelines.paths import scenarios_dir
 from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, SeedDataFile, Task, Template
 
 _UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
-SCENARIOS_DIR_ENV = "EVAL_PIPELINES_SCENARIOS_DIR"
 
 
 class ScenarioError(ValueError):
@@ -45,10 +44,7 @@ def partition_key(raw_id: str) -> str:
 
 
 def default_scenarios_dir() -> Path:
-    env = os.environ.get(SCENARIOS_DIR_ENV)
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "data" / "scenarios"
+    return scenarios_dir()
 
 
 def _format_validation_error(path: Path, error: ValidationError) -> str:

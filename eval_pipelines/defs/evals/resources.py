@@ -9,13 +9,14 @@ import dagster as dg
 from pydantic import Field
 
 from eval_pipelines.clients.backend import EvaluationBackend
+from eval_pipelines.paths import data_dir
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, default_scenarios_dir
 from eval_pipelines.schemas.sweep import SweepConfig
-from eval_pipelines.sweeps import default_sweeps_dir, load_all_sweeps, project_root
+from eval_pipelines.sweeps import default_sweeps_dir, load_all_sweeps
 
 
 def default_data_dir() -> str:
-    return str(project_root() / "data")
+    return str(data_dir())
 
 
 class EvalPaths(dg.ConfigurableResource):

@@ -1,0 +1,114 @@
+"""A sweep run through the CLI with a canary API key leaves the key nowhere on disk, and user errors exit 2."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from eval_pipelines.cli import main
+from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
+from eval_pipelines.scenarios.catalog import ScenarioCatalog
+
+CANARY = "sk-canary-7f1c2e9a4b"
+
+
+class RecordingAuth:
+    """ASGI wrapper that records the Authorization headers a model endpoint receives."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.seen: list[str] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            self.seen.append(headers.get(b"authorization", b"").decode())
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        f"storage:\n  sqlite:\n    base_dir: {home / 'storage'}\ntelemetry:\n  enabled: false\n"
+    )
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("EVAL_PIPELINES_DATA_DIR", str(tmp_path / "data"))
+    yield tmp_path
+
+
+def _all_text(root: Path) -> Iterator[tuple[Path, str]]:
+    for path in root.rglob("*"):
+        if path.is_file():
+            yield path, path.read_bytes().decode("latin-1")
+            if path.suffix == ".parquet":
+                # Pages are zstd-compressed: search the decoded values as well as the raw bytes.
+                yield path, str(pq.read_table(path).to_pylist())
+
+
+def test_canary_key_reaches_the_model_and_nothing_else(
+    isolated: Path, serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model_server = RecordingAuth(create_sim_app(ReferenceBook.from_catalog(ScenarioCatalog())))
+    server = serve(model_server)
+    monkeypatch.setenv("EP_CANARY_KEY", CANARY)
+    config = isolated / "canary.yaml"
+    config.write_text(
+        "name: canary\n"
+        'scenarios: ["email_ops:1.0.0"]\n'
+        "task_ids: [email_ops_001, email_ops_003]\n"
+        "rollout_count: 2\n"
+        "models:\n"
+        f"  - {{name: canary-model, model: sim-oracle, provider: custom, base_url: '{server.url}/v1', "
+        "api_key_env: EP_CANARY_KEY}\n"
+    )
+    assert main(["sweep", "--config", str(config)]) == 0
+    assert f"Bearer {CANARY}" in model_server.seen  # the key was really used
+    leaks = [
+        str(p)
+        for root in (isolated / "data", isolated / "dagster_home")
+        for p, text in _all_text(root)
+        if CANARY in text
+    ]
+    assert leaks == []
+    assert any((isolated / "data" / "warehouse" / "rollouts").rglob("*.parquet"))
+
+
+def test_user_errors_name_the_file_and_field(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad_yaml = isolated / "bad.yaml"
+    bad_yaml.write_text("name: x\nscenarios: [\n")
+    assert main(["sweep", "--config", str(bad_yaml)]) == 2
+    assert str(bad_yaml) in capsys.readouterr().err
+
+    bad_field = isolated / "field.yaml"
+    bad_field.write_text(
+        "name: x\nscenarios: [a]\nrollout_count: 0\nmodels:\n  - {name: m, model: m, base_url: sim://local}\n"
+    )
+    assert main(["sweep", "--config", str(bad_field)]) == 2
+    err = capsys.readouterr().err
+    assert "rollout_count" in err and "Traceback" not in err
+
+    provider = isolated / "provider.yaml"
+    provider.write_text(
+        'name: x\nscenarios: ["email_ops:1.0.0"]\nmodels:\n  - {name: m, model: m, provider: nope, api_key_env: K}\n'
+    )
+    assert main(["sweep", "--config", str(provider)]) == 2
+    assert "models.0.provider" in capsys.readouterr().err
+
+    missing_env = isolated / "env.yaml"
+    missing_env.write_text(
+        'name: x\nscenarios: ["email_ops:1.0.0"]\n'
+        "models:\n  - {name: m, model: m, base_url: 'http://127.0.0.1:9/v1', api_key_env: EP_UNSET_VARIABLE_XYZ}\n"
+    )
+    assert main(["sweep", "--config", str(missing_env)]) == 2
+    assert "EP_UNSET_VARIABLE_XYZ" in capsys.readouterr().err
+
+    unknown = isolated / "unknown.yaml"
+    unknown.write_text('name: x\nscenarios: ["nope:1"]\nmodels:\n  - {name: m, model: m, base_url: sim://local}\n')
+    assert main(["sweep", "--config", str(unknown)]) == 2
+    assert "scenarios[0]" in capsys.readouterr().err
