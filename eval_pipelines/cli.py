@@ -50,13 +50,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         TimeRemainingColumn,
     )
 
-    from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, eval_catalog, eval_run, rollouts, verification
+    from eval_pipelines.definitions import build_assets
+    from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
     from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
     from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
     from eval_pipelines.pipeline.summary import pass_rate_rows
     from eval_pipelines.service.embedded import EmbeddedEvaluationService
 
     console = Console(stderr=True)
+    *partition_assets, eval_catalog = build_assets()
     config_path = Path(args.config).resolve()
     sweep = load_sweep(config_path)
     catalog = ScenarioCatalog()
@@ -116,7 +118,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             for model, scenario in pairs:
                 progress.update(bar, description=f"{labels[model.name]} x {scenario.scenario_id}")
                 result = dg.materialize(
-                    [eval_run, rollouts, verification],
+                    partition_assets,
                     partition_key=partition_of(model.name, scenario.key),
                     instance=instance,
                     resources=resources,

@@ -4,14 +4,30 @@ from __future__ import annotations
 
 import dagster as dg
 
-from eval_pipelines.defs.evals.assets import ASSETS
+from eval_pipelines.defs.evals.assets import (
+    build_scores_check,
+    build_verification_asset,
+    eval_catalog,
+    eval_run,
+    rollouts,
+    verifiers_code_version,
+)
 from eval_pipelines.defs.evals.automation import build_schedules, sweep_job, sync_sweep_partitions
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.scenarios.catalog import ScenarioCatalog
+
+
+def build_assets() -> list[dg.AssetsDefinition]:
+    """The sweep's assets, unbound. `verification`'s code version is read from the verifier sources each time
+    this runs (each code-location load), which is what lets a verifier edit trigger re-verification."""
+    verification = build_verification_asset(verifiers_code_version(ScenarioCatalog()))
+    return [eval_run, rollouts, verification, eval_catalog]
 
 
 def build_definitions() -> dg.Definitions:
     return dg.Definitions(
-        assets=ASSETS,
+        assets=build_assets(),
+        asset_checks=[build_scores_check()],
         jobs=[sweep_job],
         schedules=build_schedules(),
         sensors=[sync_sweep_partitions],

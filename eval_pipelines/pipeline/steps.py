@@ -180,3 +180,46 @@ def verify_partition(
         "verifications", table, model_key=model_key, scenario_key=scenario_key, file_stem=f"verifiers-{version}"
     )
     return VerifySummary(version, verified, passed, skipped, table.num_rows, str(file))
+
+
+@dataclass
+class ScoreCheck:
+    passed: bool
+    description: str
+    rollouts: int
+    unscored: int
+    out_of_range: int
+    verifier_version: str
+
+
+def check_partition_scores(
+    warehouse: Warehouse, scenario: ScenarioFiles, model_key: str, scenario_key: str
+) -> ScoreCheck:
+    """Every stored rollout with a trace has a score at the current verifier version, and every score is in [0, 1]."""
+    version = package_version(scenario.verifiers_dir)
+    stored = _partition_rollouts(warehouse, model_key, scenario_key)
+    expected = set()
+    if stored is not None:
+        tasks = scenario.tasks()
+        for row in stored.to_pylist():
+            task = tasks.get(row["task_id"])
+            if row["artifacts_path"] and task is not None and task.verifiers:
+                expected.add(row["rollout_id"])
+    path = warehouse.path_for(
+        "verifications", model_key=model_key, scenario_key=scenario_key, file_stem=f"verifiers-{version}"
+    )
+    scored: set[str] = set()
+    out_of_range = 0
+    if path.is_file():
+        table = pq.read_table(path, columns=["rollout_id", "reward"])
+        scored = set(table.column("rollout_id").to_pylist())
+        out_of_range = sum(1 for r in table.column("reward").to_pylist() if r is None or not 0.0 <= r <= 1.0)
+    unscored = len(expected - scored)
+    passed = unscored == 0 and out_of_range == 0
+    description = (
+        f"{len(expected)} rollouts scored at verifier version {version}"
+        if passed
+        else f"{unscored} of {len(expected)} rollouts lack a score at version {version}; "
+        f"{out_of_range} scores out of range"
+    )
+    return ScoreCheck(passed, description, len(expected), unscored, out_of_range, version)

@@ -9,8 +9,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from eval_pipelines.definitions import defs
-from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, eval_catalog, eval_run, rollouts, verification
+from eval_pipelines.definitions import build_assets, defs
+from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, eval_catalog, eval_run, rollouts
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIO_MODEL, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
 
@@ -42,6 +42,7 @@ def setup(tmp_path: Path) -> tuple[dg.DagsterInstance, dict[str, object], Path]:
 
 
 def _materialise(instance: dg.DagsterInstance, resources: dict[str, object], model: str) -> dg.ExecuteInProcessResult:
+    verification = build_assets()[2]
     return dg.materialize(
         [eval_run, rollouts, verification],
         partition_key=partition_of(model, "email_ops_1.0.0"),

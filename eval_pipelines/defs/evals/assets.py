@@ -1,14 +1,17 @@
 """The sweep's assets: eval_run -> rollouts -> verification -> eval_catalog. Each one calls a Dagster-free
 step and reports what it wrote."""
 
+import hashlib
+import warnings
+from typing import Any
 
 import dagster as dg
 
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
-from eval_pipelines.pipeline.steps import launch_request, run_and_collect, verify_partition
+from eval_pipelines.pipeline.steps import check_partition_scores, launch_request, run_and_collect, verify_partition
 from eval_pipelines.pipeline.summary import markdown_table, pass_rate_rows
-from eval_pipelines.scenarios.catalog import ScenarioFiles
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.schemas.runs import RunLaunchRequest
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 from eval_pipelines.sweeps import default_sweep_id, find_sweep_for
@@ -121,48 +124,93 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
     )
 
 
-def verifiers_code_version() -> str:
-    """Follows every scenario's verifier sources, so a verifier edit marks `verification` changed."""
-    from eval_pipelines.scenarios.catalog import ScenarioCatalog
-
-    try:
-        versions = [f"{s.key}={package_version(s.verifiers_dir)}" for s in ScenarioCatalog().all()]
-    except Exception:  # a broken scenario must not stop the code location from loading
-        return "unknown"
-    import hashlib
-
-    return hashlib.sha256(";".join(versions).encode()).hexdigest()[:16]
-
-
-@dg.asset(
-    partitions_def=SCENARIO_MODEL,
-    group_name=GROUP,
-    deps=[rollouts],
-    kinds={"parquet"},
-    code_version=verifiers_code_version(),
-    description="Runs the scenario's verifiers over every stored rollout of the partition (no agent re-run); "
-    "rows carry the verifier version.",
+#: Re-verify after a verifier edit (the code version follows the verifier sources) or new rollouts, exactly once.
+_REVERIFY_TRIGGER: dg.AutomationCondition[Any] = (
+    dg.AutomationCondition.code_version_changed() | dg.AutomationCondition.any_deps_updated()
 )
-def verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
-    model_key, scenario_key = keys_of(context)
-    scenario = paths.catalog().get(scenario_key)
-    summary = verify_partition(Warehouse(paths.warehouse), scenario, model_key, scenario_key)
-    rate = summary.passed / summary.rollouts_verified if summary.rollouts_verified else 0.0
-    return dg.MaterializeResult(
-        metadata={
-            "verifier_version": summary.verifier_version,
-            "rollouts_verified": summary.rollouts_verified,
-            "passed": summary.passed,
-            "pass_rate": round(rate, 4),
-            "skipped": summary.skipped,
-            "rows": summary.rows_written,
-        }
+#: Re-verify after a verifier edit (the code version follows the verifier sources) or new rollouts, exactly once.
+REVERIFY_CONDITION = (
+    _REVERIFY_TRIGGER.since_last_handled()
+    & ~dg.AutomationCondition.any_deps_missing()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+)
+
+
+def build_verification_asset(code_version: str) -> dg.AssetsDefinition:
+    """The verification asset, versioned by the verifiers it runs (see `verifiers_code_version`)."""
+
+    @dg.asset(
+        name="verification",
+        partitions_def=SCENARIO_MODEL,
+        group_name=GROUP,
+        deps=[rollouts],
+        kinds={"parquet"},
+        code_version=code_version,
+        automation_condition=REVERIFY_CONDITION,
+        description="Runs the scenario's verifiers over every stored rollout of the partition (no agent re-run); "
+        "rows carry the verifier version.",
     )
+    def verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+        model_key, scenario_key = keys_of(context)
+        scenario = paths.catalog().get(scenario_key)
+        summary = verify_partition(Warehouse(paths.warehouse), scenario, model_key, scenario_key)
+        rate = summary.passed / summary.rollouts_verified if summary.rollouts_verified else 0.0
+        context.log.info(
+            f"verifier version {summary.verifier_version}: {summary.passed}/{summary.rollouts_verified} passed"
+        )
+        return dg.MaterializeResult(
+            metadata={
+                "verifier_version": summary.verifier_version,
+                "rollouts_verified": summary.rollouts_verified,
+                "passed": summary.passed,
+                "pass_rate": round(rate, 4),
+                "skipped": summary.skipped,
+                "rows": summary.rows_written,
+            }
+        )
+
+    return verification
+
+
+def build_scores_check() -> dg.AssetChecksDefinition:
+    # Partitioned asset checks are a preview feature in Dagster 1.13; the check is what we need, so accept it.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return _scores_check()
+
+
+def _scores_check() -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset="verification",
+        name="scores_complete_and_in_range",
+        partitions_def=SCENARIO_MODEL,
+        description="Fails when a stored rollout of the partition has no score at the current verifier version, "
+        "or a score lies outside [0, 1].",
+    )
+    def scores_complete_and_in_range(context: dg.AssetCheckExecutionContext, paths: EvalPaths) -> dg.AssetCheckResult:
+        key = context.partition_key
+        assert isinstance(key, dg.MultiPartitionKey)
+        model_key, scenario_key = key.keys_by_dimension["model"], key.keys_by_dimension["scenario"]
+        scenario = paths.catalog().get(scenario_key)
+        report = check_partition_scores(Warehouse(paths.warehouse), scenario, model_key, scenario_key)
+        return dg.AssetCheckResult(
+            passed=report.passed,
+            description=report.description,
+            metadata={
+                "rollouts": report.rollouts,
+                "unscored": report.unscored,
+                "out_of_range": report.out_of_range,
+                "verifier_version": report.verifier_version,
+            },
+        )
+
+    return scores_complete_and_in_range
 
 
 @dg.asset(
     group_name=GROUP,
-    deps=[verification],
+    deps=["verification"],
     kinds={"duckdb"},
     automation_condition=dg.AutomationCondition.eager(),
     description="DuckDB catalog (data/eval.duckdb): views over every Parquet table plus pass_rates and the metric "
@@ -181,4 +229,10 @@ def eval_catalog(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.Mate
     )
 
 
-ASSETS = [eval_run, rollouts, verification, eval_catalog]
+def verifiers_code_version(catalog: ScenarioCatalog) -> str:
+    """A hash of every scenario's verifier sources: editing any verifier changes `verification`'s code version."""
+    try:
+        versions = [f"{s.key}={package_version(s.verifiers_dir)}" for s in catalog.all()]
+    except (OSError, ScenarioError):
+        return "unreadable"  # a broken scenario must not stop the code location from loading
+    return hashlib.sha256(";".join(versions).encode()).hexdigest()[:16]

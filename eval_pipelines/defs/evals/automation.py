@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, eval_run, rollouts, verification
+from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, partition_key
 from eval_pipelines.schemas.sweep import SweepConfig
@@ -12,7 +12,7 @@ from eval_pipelines.sweeps import ConfigError, default_sweep_id, load_all_sweeps
 
 sweep_job = dg.define_asset_job(
     "sweep_partition",
-    selection=dg.AssetSelection.assets(eval_run, rollouts, verification),
+    selection=dg.AssetSelection.assets("eval_run", "rollouts", "verification"),
     description="One scenario x model of a sweep: launch, execute and verify its rollouts.",
 )
 
