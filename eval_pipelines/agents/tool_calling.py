@@ -9,6 +9,7 @@ from typing import Any
 from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
 from eval_pipelines.environments.base import BaseEnvironment
 from eval_pipelines.llm.client import ChatClient
+from eval_pipelines.llm.history import compact_history
 from eval_pipelines.llm.pricing import estimate_cost_usd
 from eval_pipelines.llm.types import ChatCompletion, ChatRequest, split_wire_tool_name, wire_tool_name
 from eval_pipelines.schemas.artifacts import META_LOGPROBS, META_USAGE, RunArtifacts
@@ -21,6 +22,10 @@ DEFAULT_SYSTEM_PROMPT = (
     "Act on the tools rather than describing what you would do. When the task is done, reply with a short "
     "summary and no tool call."
 )
+
+
+#: `RunArtifacts.metadata` key: how many times the history sent to the model was shortened.
+META_SUMMARIES = "history_summaries"
 
 
 def unknown_tool_message(name: str) -> str:
@@ -113,9 +118,15 @@ class ToolCallingAgent(BaseAgent):
         ]
         context.record_message("system", system_prompt)
         context.record_message("user", instruction)
-        for _ in range(self.model_config.max_steps):
+        every = self.model_config.summarize_every_n_turns
+        for turn in range(self.model_config.max_steps):
             if self.stop_event is not None and self.stop_event.is_set():
                 raise asyncio.CancelledError()
+            if every and turn and turn % every == 0:
+                compacted = compact_history(messages, self.model_config.context_stride)
+                if compacted is not messages:
+                    messages = compacted
+                    context.metadata[META_SUMMARIES] = context.metadata.get(META_SUMMARIES, 0) + 1
             completion = await self.client.complete(self._request(messages))
             self._account(context, completion)
             if not completion.choices:

@@ -33,6 +33,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from eval_pipelines.llm.history import summarised_call_count
 from eval_pipelines.llm.types import ChatMessage, ChatRequest, wire_tool_name
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError
 from eval_pipelines.schemas.tools import ToolCall
@@ -358,6 +359,8 @@ def _offered_tools(request: ChatRequest) -> set[str]:
 
 def _reply(request: ChatRequest, reference: TaskReference | None, *, noise: float, instruction: str) -> dict[str, Any]:
     done = sum(len(m.tool_calls or []) for m in request.messages if m.role == "assistant")
+    # A shortened history states how many calls its summary stands for (agents.context); count those too.
+    done += summarised_call_count([{"role": m.role, "content": m.content} for m in request.messages])
     if request.model == SIM_NOOP:
         return _completion(request, text=NOOP_REPLY, tool_call=None, step=done)
     if reference is None:

@@ -110,3 +110,39 @@ def test_custom_agent_loading() -> None:
         load_agent_class("not_a_module_xyz:Agent")
     with pytest.raises(TypeError, match="BaseAgent"):
         load_agent_class("eval_pipelines.schemas.artifacts:RunArtifacts")
+
+
+async def test_summarisation_sends_the_shortened_history(serve: Any, tool_host: Any) -> None:
+    replies = [tool_call_reply("email__list_emails", {"limit": i + 1}, f"call_{i}") for i in range(4)]
+    script = Script([*replies, text_reply("done")])
+    server = serve(create_scripted_app(script))
+    config = ModelConfig(
+        model="scripted",
+        api_key="k",
+        base_url=f"{server.url}/v1",
+        max_steps=6,
+        summarize_every_n_turns=2,
+        context_stride=1,
+    )
+    environment = UnifiedEnvironment({"email": await _workspace(tool_host)})
+    artifacts = RunArtifacts(task_id="t", task="list")
+    async with ChatClient.from_model_config(config) as client:
+        await ToolCallingAgent(client, config).run("list my mail", environment, artifacts)
+    await environment.aclose()
+
+    def shape(request: dict[str, Any]) -> list[str]:
+        return [m["role"] + ("+calls" if m.get("tool_calls") else "") for m in request["messages"]]
+
+    # Turn 2 (third request): the first exchange is summarised, the last one (context_stride=1) kept verbatim.
+    third = script.requests[2]
+    assert shape(third) == ["system", "user", "user", "assistant+calls", "tool"]
+    summary = third["messages"][2]["content"]
+    assert summary.startswith("Summary of the first 1 tool calls") and '"limit": 1' in summary
+    assert third["messages"][3]["tool_calls"][0]["id"] == "call_1"
+    # Turn 4: the summary accumulates all three older calls; the full record keeps everything.
+    fifth = script.requests[4]
+    assert fifth["messages"][2]["content"].startswith("Summary of the first 3 tool calls")
+    assert shape(fifth)[3:] == ["assistant+calls", "tool"]
+    assert artifacts.steps_taken == 4 and len([m for m in artifacts.messages if m["role"] == "tool"]) == 4
+    # Turns without a summary step send the history unchanged.
+    assert shape(script.requests[1]) == ["system", "user", "assistant+calls", "tool"]
