@@ -26,8 +26,14 @@ from eval_pipelines.environments.naming import (
     validate_mcp_server_name,
     validate_secret_key,
 )
-from eval_pipelines.schemas.tools import StateDiff, ToolCallResult, ToolDefinition, ToolNamespace, Transport
-from eval_pipelines.toolservers.mcp_bridge import STATE_DIFF_META_KEY
+from eval_pipelines.schemas.tools import (
+    STATE_DIFF_META_KEY,
+    StateDiff,
+    ToolCallResult,
+    ToolDefinition,
+    ToolNamespace,
+    Transport,
+)
 
 #: a server that never stops paginating cannot hang a listing.
 MAX_TOOL_PAGES: Final = 100

@@ -28,8 +28,8 @@ from eval_pipelines.schemas.tools import (
     ToolDefinition,
     ToolNamespace,
     Transport,
+    observation_with_state_diff,
 )
-from eval_pipelines.toolservers.mcp_bridge import observation_with_state_diff
 
 
 class UnifiedEnvironment(BaseEnvironment):

@@ -10,6 +10,13 @@ from pydantic import AliasChoices, Field, model_validator
 from eval_pipelines.schemas._base import WireModel
 
 STATE_DIFF_MARKER = "[STATE DIFF]"
+#: Where our MCP-served tool servers put a call's StateDiff in the MCP result's `_meta`.
+STATE_DIFF_META_KEY = "eval_pipelines/state_diff"
+
+
+def observation_with_state_diff(observation: str, diff_summary: str) -> str:
+    """The tool message the agent sees after a mutating call: the observation, then the diff after the marker."""
+    return f"{observation}\n\n{STATE_DIFF_MARKER}\n{diff_summary}"
 
 
 class ToolDefinition(WireModel):

@@ -27,20 +27,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from eval_pipelines.schemas.tools import STATE_DIFF_MARKER, StepAction, StepRequest
+from eval_pipelines.schemas.tools import STATE_DIFF_META_KEY, StepAction, StepRequest, observation_with_state_diff
 from eval_pipelines.toolservers.app import Workspace, WorkspaceStore
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError
 from eval_pipelines.toolservers.registry import BUILTIN_SERVERS
 
 DEFAULT_MCP_PATH: Final = "/mcp"
 DEFAULT_BRIDGE_WORKSPACE: Final = "mcp"
-#: `_meta` key of the machine-readable per-call StateDiff (JSON) on a mutating call's result.
-STATE_DIFF_META_KEY: Final = "eval_pipelines/state_diff"
-
-
-def observation_with_state_diff(observation: str, diff_summary: str) -> str:
-    """The tool message the agent sees after a mutating call: the observation, then the diff after the marker."""
-    return f"{observation}\n\n{STATE_DIFF_MARKER}\n{diff_summary}"
 
 
 class McpToolServerBridge:
