@@ -6,8 +6,9 @@ import importlib
 import re
 
 from eval_pipelines.agents.base import BaseAgent
+from eval_pipelines.schemas.runs import AGENT_PATH_PATTERN
 
-_AGENT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_AGENT_PATH = re.compile(AGENT_PATH_PATTERN)
 
 
 def load_agent_class(path: str) -> type[BaseAgent]:

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
+from eval_pipelines.agents.loader import load_agent_class
 from eval_pipelines.agents.tool_calling import ToolCallingAgent
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavailable
+from eval_pipelines.environments.mcp import McpServerSpec
 from eval_pipelines.environments.unified import UnifiedEnvironment
 from eval_pipelines.llm.errors import LLMError
 from eval_pipelines.schemas.artifacts import (
@@ -79,6 +81,12 @@ class RolloutSpec:
     timeout_seconds: float = 300.0
     rollout_index: int = 0
     client_context: dict[str, Any] | None = None
+    #: a custom agent as 'module.path:ClassName'; None runs the reference tool-calling agent.
+    agent_path: str | None = None
+    #: MCP servers the agent gets besides the task's tool servers.
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    #: the model that plays the task's NPCs (simulated users); None leaves NPCs to the tool server's default.
+    user_model_config: ModelConfig | None = None
 
     @property
     def instruction(self) -> str:
@@ -93,10 +101,29 @@ class RolloutOutcome:
     artifacts: RunArtifacts
 
 
+#: What an agent's constructor may ask for, by parameter name.
+AGENT_INJECTABLES = ("client", "model_config", "user_tag", "stop_event")
+
+
 def default_agent_factory(spec: RolloutSpec, clients: ChatClientPool, stop: asyncio.Event) -> BaseAgent:
-    return ToolCallingAgent(
-        clients.for_model(spec.model_config), spec.model_config, user_tag=spec.rollout_id, stop_event=stop
-    )
+    """The reference agent, or the custom agent class named by `spec.agent_path`.
+
+    A custom agent's constructor receives whichever of `client`, `model_config`, `user_tag` and `stop_event`
+    it names (all of them if it takes **kwargs), so agents that bring their own LLM stack need none.
+    """
+    available: dict[str, Any] = {
+        "client": clients.for_model(spec.model_config),
+        "model_config": spec.model_config,
+        "user_tag": spec.rollout_id,
+        "stop_event": stop,
+    }
+    if spec.agent_path is None:
+        return ToolCallingAgent(**available)
+    agent_class = load_agent_class(spec.agent_path)
+    parameters = inspect.signature(agent_class).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return agent_class(**available)
+    return agent_class(**{name: value for name, value in available.items() if name in parameters})
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -161,7 +188,17 @@ class RolloutEngine:
                 )
 
             observer.phase(RolloutPhase.AGENT_RUNNING, "step 0")
-            environment = UnifiedEnvironment(workspaces, timeout_seconds=self.tool_timeout_seconds)
+            environment = UnifiedEnvironment(
+                workspaces, timeout_seconds=self.tool_timeout_seconds, mcp_servers=list(spec.mcp_servers)
+            )
+            if spec.mcp_servers:
+                try:
+                    await environment.aconnect()
+                except Exception as exc:  # an MCP server that cannot start is a provisioning failure
+                    artifacts.set_error(f"Workspace provisioning failed: MCP server: {exc}")
+                    return self._finish(
+                        spec, artifacts, RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, [], started
+                    )
             status, reason = await self._run_agent(spec, environment, artifacts, cancel)
             snapshot_error = await self._capture_state(spec, environment, workspaces, initial, artifacts)
             if snapshot_error is not None and status == RolloutStatus.COMPLETED:
@@ -184,7 +221,11 @@ class RolloutEngine:
     async def _run_agent(
         self, spec: RolloutSpec, environment: BaseEnvironment, artifacts: RunArtifacts, cancel: asyncio.Event
     ) -> tuple[RolloutStatus, TerminationReason]:
-        agent = self.agent_factory(spec, self.clients, cancel)
+        try:
+            agent = self.agent_factory(spec, self.clients, cancel)
+        except (ValueError, TypeError) as exc:  # an unloadable custom agent fails this rollout, with the reason
+            artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
+            return RolloutStatus.FAILED, TerminationReason.AGENT_ERROR
 
         async def drive() -> None:
             await _maybe_await(agent.setup(environment))

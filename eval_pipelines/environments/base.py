@@ -28,6 +28,9 @@ class BaseEnvironment(ABC):
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        # Created inside a running loop (as the engine does), the environment belongs to it from the start, so a
+        # synchronous agent on a worker thread reaches the same clients even before any async call was made.
+        self._remember_loop()
 
     def _remember_loop(self) -> None:
         # Sync wrappers called from a worker thread hand their coroutine back to the loop that owns our clients.

@@ -17,6 +17,8 @@ DEFAULT_LIST_LIMIT = 50
 MIN_LIST_LIMIT = 1
 MAX_LIST_LIMIT = 200
 DEFAULT_SOURCE = "rl-gym"
+#: A custom agent class named as 'module.path:ClassName'.
+AGENT_PATH_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 
 
 class RunSource(StrEnum):
@@ -88,6 +90,8 @@ class RunLaunchRequest(StrictModel):
     user_model_config: ModelConfig | None = None
     task_overrides: dict[str, TaskOverride] = Field(default_factory=dict)
     source: RunSource = RunSource.RL_GYM
+    #: local extension: a custom agent as 'module.path:ClassName'; omitted from requests when unset.
+    agent: str | None = Field(default=None, pattern=AGENT_PATH_PATTERN)
 
     @model_validator(mode="after")
     def _check_overrides_and_source(self) -> RunLaunchRequest:

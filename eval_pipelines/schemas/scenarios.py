@@ -93,3 +93,5 @@ class Task(WireModel):
     reference_answer: str = ""
     #: task-specific NPC secrets, keyed by profile_id (never listed in the public NPC listing).
     npc_secrets: dict[str, Any] = Field(default_factory=dict)
+    #: MCP servers the agent also gets: {name, url} or {name, command, args, env, secrets} (spec 001 naming rules).
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)

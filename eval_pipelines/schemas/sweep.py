@@ -16,6 +16,7 @@ from eval_pipelines.schemas.model_config import (
     MIN_TEMPERATURE,
     Provider,
 )
+from eval_pipelines.schemas.runs import AGENT_PATH_PATTERN
 
 SIMULATED_BASE_URL = "sim://local"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -36,6 +37,14 @@ class SweepModel(StrictModel):
     summarize_every_n_turns: int = Field(default=DEFAULT_SUMMARIZE_EVERY_N_TURNS, ge=0)
     context_stride: int = Field(default=DEFAULT_CONTEXT_STRIDE, ge=1)
     log_prob: bool = False
+    agent: str | None = Field(
+        default=None,
+        pattern=AGENT_PATH_PATTERN,
+        description="a custom agent as 'module.path:ClassName' (a BaseAgent subclass); default: the reference agent",
+    )
+    user_model: str | None = Field(
+        default=None, description="name of another model of this sweep that plays the NPCs (simulated users)"
+    )
 
     @property
     def is_simulated(self) -> bool:

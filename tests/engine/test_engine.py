@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
@@ -152,3 +155,21 @@ async def test_lost_final_state_is_not_scored_as_a_failure(serve: Any) -> None:
     assert outcome.status == RolloutStatus.FAILED
     assert outcome.termination_reason == TerminationReason.INFRASTRUCTURE_ERROR
     assert "final snapshot" in (outcome.artifacts.error or "")
+
+
+@pytest.mark.filterwarnings("ignore:call_tool\\(\\) is deprecated:DeprecationWarning")
+async def test_custom_agents_are_loaded_and_constructed(serve: Any, tool_host: Any) -> None:
+    model = serve(create_scripted_app(Script([text_reply("unused")])))
+    base = _spec(model.url, tool_host.base_url("email"))
+
+    sync = await _execute(replace(base, agent_path="tests.support.custom_agents:SyncMailerAgent"))
+    assert sync.status == RolloutStatus.COMPLETED and sync.artifacts.final_observation == "sent"
+    sent = sync.artifacts.metadata[META_STATE]["email"]["final"]["emails"]
+    assert any(e["subject"] == "From ro_test" for e in sent.values())
+
+    everything = await _execute(replace(base, agent_path="tests.support.custom_agents:NeedsEverything"))
+    assert everything.artifacts.final_observation == "client,model_config,stop_event,user_tag"
+
+    broken = await _execute(replace(base, agent_path="tests.support.custom_agents:NotAnAgent"))
+    assert broken.status == RolloutStatus.FAILED and broken.termination_reason == TerminationReason.AGENT_ERROR
+    assert "not a subclass" in (broken.artifacts.error or "")
