@@ -26,5 +26,9 @@ lint: $(STAMP)
 validate: $(STAMP)
 	$(VENV)/bin/dagster definitions validate -w workspace.yaml
 
+## Benchmarks: re-verification throughput (results in benchmarks/results/, git-ignored).
+bench: $(STAMP)
+	$(VENV)/bin/python benchmarks/reverify.py
+
 clean:
 	rm -rf data/warehouse data/eval.duckdb data/dagster data/service data/artifacts

@@ -24,6 +24,7 @@ from eval_pipelines.environments.unified import UnifiedEnvironment
 from eval_pipelines.llm.errors import LLMError
 from eval_pipelines.schemas.artifacts import (
     META_CLIENT_CONTEXT,
+    META_NPC_TRANSCRIPTS,
     META_STATE,
     META_STATE_DIFFS,
     META_TIMEOUT,
@@ -45,9 +46,14 @@ from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.schemas.tools import DiffScope
 from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
+from eval_pipelines.toolservers.chat import ChatServer
 from eval_pipelines.toolservers.diff import diff_states
+from eval_pipelines.toolservers.npc import npc_configure_settings, npc_transcripts
 from eval_pipelines.verifiers.loader import VerifierPackage
 from eval_pipelines.verifiers.protocol import combine, verify_task
+
+#: The tool server whose workspaces host the task's NPCs.
+NPC_SERVER = ChatServer.name
 
 AgentFactory = Callable[["RolloutSpec", ChatClientPool, asyncio.Event], BaseAgent]
 
@@ -181,6 +187,9 @@ class RolloutEngine:
                 for server in servers:
                     await self.admin.seed(workspaces[server], spec.seed.get(server, []))
                     initial[server] = await self.admin.snapshot(workspaces[server])
+                if spec.user_model_config is not None and NPC_SERVER in workspaces:
+                    # The NPCs' model (with its key) lives in the tool server's memory for this workspace only.
+                    await self.admin.configure(workspaces[NPC_SERVER], npc_configure_settings(spec.user_model_config))
             except (WorkspaceError, KeyError) as exc:
                 artifacts.set_error(f"Workspace provisioning failed: {exc}")
                 return self._finish(
@@ -291,6 +300,8 @@ class RolloutEngine:
             diffs.append(full.model_dump(mode="json"))
         artifacts.metadata[META_STATE] = state
         artifacts.metadata[META_STATE_DIFFS] = diffs
+        if NPC_SERVER in state:
+            artifacts.metadata[META_NPC_TRANSCRIPTS] = npc_transcripts(state[NPC_SERVER]["final"])
         return "; ".join(errors) or None
 
     def verify(self, spec: RolloutSpec, artifacts: RunArtifacts) -> list[VerifierOutcome]:

@@ -14,9 +14,11 @@ from eval_pipelines.llm.errors import (
     scrub_secrets,
 )
 from eval_pipelines.llm.pricing import MODEL_PRICES_USD_PER_MILLION, ModelPrice, estimate_cost_usd, price_for
+from eval_pipelines.llm.sim_judge import SIM_JUDGE, sim_judge_persona
 from eval_pipelines.llm.simulated import (
     SIMULATED_FINGERPRINT,
     SIMULATED_MODELS,
+    SIMULATED_PREFIX,
     ReferenceBook,
     TaskReference,
     create_sim_app,
@@ -43,6 +45,8 @@ __all__ = [
     "MODEL_PRICES_USD_PER_MILLION",
     "SIMULATED_FINGERPRINT",
     "SIMULATED_MODELS",
+    "SIMULATED_PREFIX",
+    "SIM_JUDGE",
     "TOOL_NAME_SEPARATOR",
     "ChatClient",
     "ChatCompletion",
@@ -71,6 +75,7 @@ __all__ = [
     "normalise_base_url",
     "price_for",
     "scrub_secrets",
+    "sim_judge_persona",
     "split_wire_tool_name",
     "wire_tool_name",
 ]

@@ -61,8 +61,13 @@ _TOKEN = re.compile(r"\s*\S+|\s+")
 _ALTERNATIVE_TOKENS = (" the", " a", " to", " and", " of", " I", " it", " this", ".", ",")
 
 
+#: Every simulated model, agent or persona (NPC, judge, generator), is named with this prefix, so a name alone
+#: tells a simulated number from a real model's.
+SIMULATED_PREFIX = "sim-"
+
+
 def is_simulated_model(name: str) -> bool:
-    return name.strip() in SIMULATED_MODELS
+    return name.strip().startswith(SIMULATED_PREFIX)
 
 
 def normalise_instruction(text: str) -> str:
@@ -408,6 +413,9 @@ def create_sim_app(
     clash = sorted(set(extra) & set(SIMULATED_MODELS))
     if clash:
         raise ValueError(f"persona names collide with the simulated agents: {clash}")
+    unlabelled = sorted(name for name in extra if not is_simulated_model(name))
+    if unlabelled:
+        raise ValueError(f"simulated persona names must start with {SIMULATED_PREFIX!r}: {unlabelled}")
     app = FastAPI(title="eval_pipelines simulated models", docs_url=None, redoc_url=None, openapi_url=None)
 
     async def chat_completions(request: Request) -> JSONResponse:
@@ -425,7 +433,7 @@ def create_sim_app(
         if persona is not None:
             text = await run_in_threadpool(persona, chat)
             return JSONResponse(_completion(chat, text=text, tool_call=None, step=0))
-        if not is_simulated_model(chat.model):
+        if chat.model not in SIMULATED_MODELS:
             return _openai_error(404, f"model {chat.model!r} not found", code="model_not_found")
         instruction = chat.first_user_content()
         if instruction is None:
@@ -442,7 +450,7 @@ def create_sim_app(
         return listing
 
     async def model(model_id: str) -> Any:
-        if not is_simulated_model(model_id) and model_id not in extra:
+        if model_id not in SIMULATED_MODELS and model_id not in extra:
             return _openai_error(404, f"model {model_id!r} not found", code="model_not_found")
         return {"id": model_id, "object": "model", "created": 0, "owned_by": "simulated"}
 

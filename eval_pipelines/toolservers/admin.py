@@ -92,6 +92,14 @@ class ToolServerAdmin:
         url = tool_server_url.rstrip("/")
         await self._request("POST", f"{url}/seed", "seed workspace", url, json={"seed": seed})
 
+    async def configure(self, tool_server_url: str, settings: dict[str, Any]) -> dict[str, Any]:
+        """Set a workspace's runtime settings (e.g. `{"npc_model": {...}}`). The server keeps them in memory
+        only; the answer echoes what was applied, never a key."""
+        url = tool_server_url.rstrip("/")
+        body = await self._request("POST", f"{url}/configure", "configure workspace", url, json=settings)
+        configured = body.get("configured") if isinstance(body, dict) else None
+        return configured if isinstance(configured, dict) else {}
+
     async def snapshot(self, tool_server_url: str) -> dict[str, Any]:
         """The workspace's state (collection -> id -> item)."""
         url = tool_server_url.rstrip("/")

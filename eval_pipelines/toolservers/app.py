@@ -1,18 +1,25 @@
 """The HTTP face of a built-in tool server: spec 001 `/tools` and `/step`, plus workspaces and snapshots.
 
-Every route is `async def` and does its work synchronously, so all state mutations run on the event-loop
-thread one at a time: no locks, and a step can never observe another step half-done.
+Every route is `async def` and runs on the event-loop thread. A step awaits the server's `acall`, so a tool
+that waits on I/O (an NPC's model) does not hold up other workspaces; within one workspace, steps, seeding
+and configuring take the workspace's lock, so they never interleave. A snapshot never sees a step half-done
+either: an awaiting `acall` changes the state only after its last await.
+
+Runtime settings (`POST /workspaces/{id}/configure`, for example the model that plays NPCs) live in the
+workspace's memory only: never in its state, a snapshot, a diff or a log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
@@ -42,6 +49,9 @@ class Workspace:
     workspace_id: str
     state: State
     step_count: int = 0
+    #: set by `configure`; may hold credentials, so it is never dumped, snapshotted or shown in repr.
+    runtime: dict[str, Any] = field(default_factory=dict, repr=False)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
 
 
 @dataclass
@@ -98,32 +108,79 @@ class WorkspaceStore:
         self.get(workspace_id)
         del self.workspaces[workspace_id]
 
-    def step(self, workspace: Workspace, request: StepRequest) -> dict[str, Any]:
-        server = self.server
-        tool_name = request.action.tool_name
+    def _begin_step(self, workspace: Workspace, tool_name: str) -> tuple[ToolContext, State | None]:
         step_index = workspace.step_count
         workspace.step_count += 1
-        mutating = server.mutates(tool_name)
         # Reads skip the snapshot entirely; mutating calls keep one both to diff and to roll back a call
         # that fails half-way, so a failed call never leaves partial changes behind.
-        before = copy.deepcopy(workspace.state) if mutating else None
-        ctx = ToolContext(workspace_id=workspace.workspace_id, state=workspace.state, step_index=step_index)
-        try:
-            observation = server.execute(ctx, tool_name, request.action.parameters)
-        except ToolError as exc:
-            self._rollback(workspace, before)
+        before = copy.deepcopy(workspace.state) if self.server.mutates(tool_name) else None
+        ctx = ToolContext(
+            workspace_id=workspace.workspace_id,
+            state=workspace.state,
+            step_index=step_index,
+            runtime=workspace.runtime,
+        )
+        return ctx, before
+
+    def _failed_step(
+        self, workspace: Workspace, tool_name: str, before: State | None, exc: Exception
+    ) -> dict[str, Any]:
+        self._rollback(workspace, before)
+        if isinstance(exc, ToolError):
             return {"observation": exc.message, "is_error": True}
-        except Exception as exc:
-            self._rollback(workspace, before)
-            return {"observation": f"Tool {tool_name} failed: {exc}", "is_error": True}
+        return {"observation": f"Tool {tool_name} failed: {exc}", "is_error": True}
+
+    def _finish_step(
+        self, workspace: Workspace, ctx: ToolContext, tool_name: str, before: State | None, observation: str
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"observation": observation}
         if before is not None:
             diff = diff_states(
-                server, before, workspace.state, DiffScope.TOOL_CALL, step_index=step_index, tool_name=tool_name
+                self.server,
+                before,
+                workspace.state,
+                DiffScope.TOOL_CALL,
+                step_index=ctx.step_index,
+                tool_name=tool_name,
             )
             if not diff.is_empty:
                 body["state_diff"] = diff.model_dump(mode="json")
         return body
+
+    def step(self, workspace: Workspace, request: StepRequest) -> dict[str, Any]:
+        """One step run synchronously (in-process callers); a server's `acall` is not used here."""
+        tool_name = request.action.tool_name
+        ctx, before = self._begin_step(workspace, tool_name)
+        try:
+            observation = self.server.execute(ctx, tool_name, request.action.parameters)
+        except Exception as exc:
+            return self._failed_step(workspace, tool_name, before, exc)
+        return self._finish_step(workspace, ctx, tool_name, before, observation)
+
+    async def astep(self, workspace: Workspace, request: StepRequest) -> dict[str, Any]:
+        """One step awaiting the server's `acall`. The workspace lock keeps a step that awaits (an NPC reply)
+        from interleaving with another step, a seed or a snapshot of the same workspace."""
+        tool_name = request.action.tool_name
+        async with workspace.lock:
+            ctx, before = self._begin_step(workspace, tool_name)
+            try:
+                observation = await self.server.aexecute(ctx, tool_name, request.action.parameters)
+            except Exception as exc:
+                return self._failed_step(workspace, tool_name, before, exc)
+            return self._finish_step(workspace, ctx, tool_name, before, observation)
+
+    def configure(self, workspace: Workspace, settings: dict[str, Any]) -> dict[str, Any]:
+        """Apply runtime settings, or 400. They are applied to a copy first, so a refused call changes nothing."""
+        runtime = dict(workspace.runtime)
+        try:
+            applied = self.server.configure(runtime, settings)
+        except ValueError as exc:
+            # Servers raise messages that never echo a value; a pydantic error is reduced to its locations.
+            raise HTTPException(
+                status_code=400, detail=f"cannot configure '{self.server.name}': {_safe_error(exc)}"
+            ) from None
+        workspace.runtime = runtime
+        return applied
 
     @staticmethod
     def _rollback(workspace: Workspace, before: State | None) -> None:
@@ -137,6 +194,18 @@ class WorkspaceStore:
             "state": workspace.state,
             "text": self.server.render_text(workspace.state),
         }
+
+
+def _safe_error(exc: ValueError) -> str:
+    errors: Callable[..., list[Any]] | None = getattr(exc, "errors", None)
+    if errors is None:
+        return str(exc)
+    # A pydantic ValidationError repeats the offending input, which may be a key: keep locations and messages.
+    parts = []
+    for error in errors(include_input=False, include_url=False):
+        loc = ".".join(str(p) for p in error.get("loc", ())) or "<root>"
+        parts.append(f"{loc}: {error.get('msg', '')}")
+    return "; ".join(parts)
 
 
 def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORKSPACES) -> FastAPI:
@@ -163,7 +232,7 @@ def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORK
 
     @app.post("/step")
     async def step_default(request: StepRequest) -> dict[str, Any]:
-        return store.step(store.get_or_create_default(), request)
+        return await store.astep(store.get_or_create_default(), request)
 
     @app.get("/snapshot")
     async def snapshot_default() -> dict[str, Any]:
@@ -187,8 +256,24 @@ def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORK
     @app.post("/workspaces/{workspace_id}/seed")
     async def seed_workspace(workspace_id: str, request: SeedRequest) -> dict[str, Any]:
         # Seeding after creation lets the engine report building and seeding as separate rollout phases.
-        store.seed(workspace_or_404(workspace_id), request.seed)
+        workspace = workspace_or_404(workspace_id)
+        async with workspace.lock:
+            store.seed(workspace, request.seed)
         return {"workspace_id": workspace_id, "seeded_files": len(request.seed)}
+
+    @app.post("/workspaces/{workspace_id}/configure")
+    async def configure_workspace(workspace_id: str, request: Request) -> dict[str, Any]:
+        workspace = workspace_or_404(workspace_id)
+        # Read by hand: a 422 from body validation would echo the input back, and it may hold an API key.
+        try:
+            settings = await request.json()
+        except ValueError:
+            raise HTTPException(status_code=400, detail="configure body must be a JSON object") from None
+        if not isinstance(settings, dict):
+            raise HTTPException(status_code=400, detail="configure body must be a JSON object")
+        async with workspace.lock:
+            applied = store.configure(workspace, settings)
+        return {"workspace_id": workspace_id, "configured": applied}
 
     @app.get("/workspaces/{workspace_id}/health")
     async def workspace_health(workspace_id: str) -> dict[str, str]:
@@ -202,10 +287,12 @@ def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORK
 
     @app.post("/workspaces/{workspace_id}/step")
     async def workspace_step(workspace_id: str, request: StepRequest) -> dict[str, Any]:
-        return store.step(workspace_or_404(workspace_id), request)
+        return await store.astep(workspace_or_404(workspace_id), request)
 
     @app.get("/workspaces/{workspace_id}/snapshot")
     async def workspace_snapshot(workspace_id: str) -> dict[str, Any]:
+        # No lock: a snapshot must answer even while an NPC reply is pending (the engine snapshots right after
+        # a timeout), and an awaiting call changes the state only after its last await (see `acall`).
         return store.snapshot(workspace_or_404(workspace_id))
 
     return app

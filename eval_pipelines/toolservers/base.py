@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -37,13 +38,19 @@ class SeedError(ValueError):
     """Seed data that cannot be loaded; the message names the file index and the field."""
 
 
+class ConfigureError(ValueError):
+    """Runtime settings a server cannot use; the message names the field and never echoes a value."""
+
+
 @dataclass
 class ToolContext:
-    """What a tool call may touch: the calling workspace's state (mutated in place) and its identity."""
+    """What a tool call may touch: the calling workspace's state (mutated in place), its identity, and its
+    runtime settings (set by `configure`; in memory only, never part of the state or a snapshot)."""
 
     workspace_id: str
     state: State
     step_index: int = 0
+    runtime: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 def _format_schema_error(tool_name: str, error: SchemaValidationError) -> str:
@@ -77,6 +84,17 @@ class BuiltinToolServer(ABC):
     @abstractmethod
     def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
         """Run one validated call; return the observation text or raise ToolError."""
+
+    async def acall(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
+        """The call as the HTTP app runs it. Servers that wait on I/O (an LLM, a subprocess) override this and
+        await it, so the event loop keeps serving other workspaces; the default runs `call`. An override must
+        change `ctx.state` only after its last await, so a snapshot taken meanwhile never sees half a call."""
+        return self.call(ctx, tool_name, params)
+
+    def configure(self, runtime: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Apply a workspace's runtime settings (for example the model that plays NPCs) to `runtime`, which
+        lives in memory only. Return what may be echoed (never a secret); raise ConfigureError on bad input."""
+        raise ConfigureError(f"tool server '{self.name}' has no runtime settings to configure")
 
     @abstractmethod
     def render_text(self, state: State) -> str:
@@ -127,3 +145,7 @@ class BuiltinToolServer(ABC):
     def execute(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
         """Validate, then call. Raises ToolError for unknown tools, bad parameters and failed calls."""
         return self.call(ctx, tool_name, self.validate_params(tool_name, params))
+
+    async def aexecute(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
+        """Validate, then await `acall`. Raises like `execute`."""
+        return await self.acall(ctx, tool_name, self.validate_params(tool_name, params))

@@ -94,14 +94,25 @@ class McpToolServerBridge:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult:
-        return self.call(params.name, params.arguments or {})
+        return await self.acall(params.name, params.arguments or {})
 
     def call(self, tool_name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        """One step on the bridged workspace. Every failure, an unknown tool included, is an `isError` result
-        naming the problem, never a protocol error: the agent reads it and corrects its call."""
+        """One synchronous step (in-process callers); the MCP transports use `acall`."""
         body = self.store.step(
             self.workspace, StepRequest(action=StepAction(tool_name=tool_name, parameters=arguments))
         )
+        return self._result(body)
+
+    async def acall(self, tool_name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        """One step on the bridged workspace, awaiting servers that answer asynchronously (NPC replies). Every
+        failure, an unknown tool included, is an `isError` result naming the problem, never a protocol error:
+        the agent reads it and corrects its call."""
+        body = await self.store.astep(
+            self.workspace, StepRequest(action=StepAction(tool_name=tool_name, parameters=arguments))
+        )
+        return self._result(body)
+
+    def _result(self, body: dict[str, Any]) -> mcp_types.CallToolResult:
         text = str(body["observation"])
         meta: dict[str, Any] | None = None
         diff = body.get("state_diff")

@@ -79,14 +79,15 @@ def verify_task(
     source: VerifierSource | None, modules: Sequence[str], artifacts: RunArtifacts
 ) -> list[VerifierOutcome]:
     """Run a task's verifiers over one rollout's artifacts, in declaration order."""
-    outcomes: list[VerifierOutcome] = []
-    for module in modules:
-        if source is None:
-            outcomes.append(run_verifier(module, "missing", None, artifacts))
-            continue
-        loaded = source.get(module)
-        outcome = run_verifier(module, loaded.version, loaded.verify, artifacts)
-        if loaded.verify is None and getattr(loaded, "load_error", None):
-            outcome = outcome.model_copy(update={"message": f"Verifier error: {loaded.load_error}"})
-        outcomes.append(outcome)
-    return outcomes
+    return [verify_module(source, module, artifacts) for module in modules]
+
+
+def verify_module(source: VerifierSource | None, module: str, artifacts: RunArtifacts) -> VerifierOutcome:
+    """Run one of a task's verifiers; an unknown source, a failed import or a raise is a failed outcome."""
+    if source is None:
+        return run_verifier(module, "missing", None, artifacts)
+    loaded = source.get(module)
+    outcome = run_verifier(module, loaded.version, loaded.verify, artifacts)
+    if loaded.verify is None and getattr(loaded, "load_error", None):
+        outcome = outcome.model_copy(update={"message": f"Verifier error: {loaded.load_error}"})
+    return outcome

@@ -53,8 +53,11 @@ def test_several_collections_and_default_nouns(base: State) -> None:
     assert diff.summary == "-1 email(s) removed; +1 contact(s) added; +1 labels added"
     builtin_by_name = diff_states("email", base, after, DiffScope.FULL)
     assert builtin_by_name.summary == diff.summary
-    by_name = diff_states("calendar", {"events": {}}, {"events": {"ev-1": {"title": "x"}}}, DiffScope.FULL)
-    assert by_name.tool_server == "calendar" and by_name.summary == "+1 events added"
+    # An unregistered server name falls back to the collection's own name as its noun.
+    by_name = diff_states("unregistered", {"events": {}}, {"events": {"ev-1": {"title": "x"}}}, DiffScope.FULL)
+    assert by_name.tool_server == "unregistered" and by_name.summary == "+1 events added"
+    calendar = diff_states("calendar", {"events": {}}, {"events": {"ev-1": {"title": "x"}}}, DiffScope.FULL)
+    assert calendar.summary == "+1 calendar event(s) added"
 
 
 def test_a_collection_missing_on_one_side(base: State) -> None:

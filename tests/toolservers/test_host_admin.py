@@ -20,7 +20,8 @@ def host() -> Iterator[ToolServerHost]:
 
 
 def test_registry_and_host_configuration() -> None:
-    assert {"email": EmailServer} == BUILTIN_SERVERS
+    assert BUILTIN_SERVERS["email"] is EmailServer
+    assert all(name == server.name for name, server in BUILTIN_SERVERS.items())
     with pytest.raises(ValueError, match="unknown built-in tool server"):
         ToolServerHost(["email", "fax"])
     idle = ToolServerHost()

@@ -3,6 +3,7 @@ step and reports what it wrote."""
 
 import hashlib
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -13,40 +14,53 @@ from eval_pipelines.pipeline.steps import check_partition_scores, launch_request
 from eval_pipelines.pipeline.summary import markdown_table, pass_rate_rows
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.schemas.runs import RunLaunchRequest
-from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
-from eval_pipelines.sweeps import default_sweep_id, find_sweep_for
+from eval_pipelines.schemas.sweep import SweepConfig
+from eval_pipelines.sweeps import ConfigError, default_sweep_id, find_sweep_for
 from eval_pipelines.verifiers.loader import package_version
 from eval_pipelines.warehouse.catalog import build_catalog
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
 
+#: Dagster pool of the steps that call models; dagster.yaml sets its size (provider rate limits).
+LLM_POOL = "llm_api"
 SWEEP_TAG = "eval_pipelines/sweep"
 SWEEP_ID_TAG = "eval_pipelines/sweep_id"
 GROUP = "evals"
 
 
-def _partition_setup(
-    context: dg.AssetExecutionContext, paths: EvalPaths
-) -> tuple[SweepConfig, SweepModel, ScenarioFiles, str]:
+@dataclass(frozen=True)
+class PartitionWork:
+    request: RunLaunchRequest
+    ctx: RolloutContext
+    scenario: ScenarioFiles
+    sweep: SweepConfig
+
+
+def _partition_work(context: dg.AssetExecutionContext, paths: EvalPaths) -> PartitionWork | None:
+    """The run this partition stands for; None when no sweep config pairs its model and scenario.
+
+    Both partition dimensions are dynamic, so every model x scenario combination exists as a partition. A pair
+    that no sweep asks for materialises as an explicit no-op, which keeps declarative automation (`on_missing`)
+    safe to enable for the whole grid. A run tag naming a sweep is a direct request and must match.
+    """
     model_key, scenario_key = keys_of(context)
     sweeps = paths.sweeps()
     tags = context.run.tags
-    sweep = sweeps.get(tags[SWEEP_TAG]) if SWEEP_TAG in tags else find_sweep_for(sweeps, model_key, scenario_key)
-    if sweep is None:
-        raise dg.Failure(f"run tag {SWEEP_TAG}={tags[SWEEP_TAG]!r} names no sweep config")
+    if SWEEP_TAG in tags:
+        sweep = sweeps.get(tags[SWEEP_TAG])
+        if sweep is None:
+            raise dg.Failure(f"run tag {SWEEP_TAG}={tags[SWEEP_TAG]!r} names no sweep config")
+    else:
+        try:
+            sweep = find_sweep_for(sweeps, model_key, scenario_key)
+        except ConfigError:
+            return None
     model = next((m for m in sweep.models if m.name == model_key), None)
     if model is None:
         raise dg.Failure(f"sweep {sweep.name!r} has no model {model_key!r}")
     scenario = paths.catalog().get(scenario_key)
-    return sweep, model, scenario, tags.get(SWEEP_ID_TAG) or default_sweep_id(sweep)
-
-
-def _request(
-    context: dg.AssetExecutionContext, paths: EvalPaths
-) -> tuple[RunLaunchRequest, RolloutContext, ScenarioFiles, SweepConfig]:
-    sweep, model, scenario, sweep_id = _partition_setup(context, paths)
+    sweep_id = tags.get(SWEEP_ID_TAG) or default_sweep_id(sweep)
     request = launch_request(sweep, model, scenario, sweep_id)
-    model_key, scenario_key = keys_of(context)
     ctx = RolloutContext(
         sweep_id=sweep_id,
         run_name=request.run_name or "",
@@ -56,24 +70,35 @@ def _request(
         is_simulated=model.is_simulated,
         base_url=model.base_url,
     )
-    return request, ctx, scenario, sweep
+    return PartitionWork(request, ctx, scenario, sweep)
+
+
+NOT_IN_SWEEP: dict[str, Any] = {
+    "in_sweep": False,
+    "note": "no sweep config pairs this model and scenario; nothing to run",
+}
 
 
 @dg.asset(
     partitions_def=SCENARIO_MODEL,
     group_name=GROUP,
     kinds={"python"},
+    automation_condition=dg.AutomationCondition.on_missing(),
     description="Launches (or resumes) the evaluation run of one scenario x model: POST /runs with an "
     "idempotent run_name.",
 )
 def eval_run(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: EvalService) -> dg.MaterializeResult:
-    request, ctx, _, _ = _request(context, paths)
+    work = _partition_work(context, paths)
+    if work is None:
+        return dg.MaterializeResult(metadata=NOT_IN_SWEEP)
+    request, ctx = work.request, work.ctx
     backend = eval_service.get_backend()
     run_id = backend.launch_or_resume(request)
     run = backend.find_run(ctx.run_name)
     context.log.info(f"run {run_id} ({ctx.run_name}) on the {backend.name} backend")
     return dg.MaterializeResult(
         metadata={
+            "in_sweep": True,
             "run_id": run_id,
             "run_name": ctx.run_name,
             "sweep_id": ctx.sweep_id,
@@ -90,10 +115,14 @@ def eval_run(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
     group_name=GROUP,
     deps=[eval_run],
     kinds={"parquet"},
+    pool=LLM_POOL,
+    automation_condition=dg.AutomationCondition.on_missing(),
     description="Waits for the run's rollouts and writes rollouts, messages, tool_calls and state_diffs to Parquet.",
 )
 def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: EvalService) -> dg.MaterializeResult:
-    request, ctx, scenario, sweep = _request(context, paths)
+    work = _partition_work(context, paths)
+    if work is None:
+        return dg.MaterializeResult(metadata=NOT_IN_SWEEP)
     backend = eval_service.get_backend()
     done = 0
 
@@ -105,12 +134,12 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
 
     summary = run_and_collect(
         backend,
-        request,
-        ctx,
-        scenario,
+        work.request,
+        work.ctx,
+        work.scenario,
         Warehouse(paths.warehouse),
         paths.traces,
-        timeout_seconds=sweep.rollout_timeout_seconds,
+        timeout_seconds=work.sweep.rollout_timeout_seconds,
         progress=progress,
     )
     return dg.MaterializeResult(

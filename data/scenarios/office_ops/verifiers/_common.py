@@ -1,0 +1,164 @@
+"""Helpers shared by the office_ops verifiers.
+
+Standard library only, and imported relatively, so the package works from a verifier bundle without
+eval_pipelines installed. Verifiers judge the tool servers' STATE the engine recorded
+(`metadata["state"][<server>] = {"initial": ..., "final": ...}`), never the transcript.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+ACCOUNT = "agent@example.com"
+
+Item = dict[str, Any]
+State = dict[str, Any]
+#: (initial, final) state of one tool server.
+Pair = tuple[State, State]
+Result = tuple[bool, str]
+
+
+class StateMissing(Exception):
+    pass
+
+
+def _metadata(run_artifacts: Any) -> dict[str, Any]:
+    if isinstance(run_artifacts, dict):
+        metadata = run_artifacts.get("metadata")
+    else:
+        metadata = getattr(run_artifacts, "metadata", None)
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def server_states(run_artifacts: Any, server: str) -> Pair:
+    """(initial, final) state of one tool server, or StateMissing with the reason."""
+    recorded = _metadata(run_artifacts).get("state") or {}
+    server_state = recorded.get(server) if isinstance(recorded, dict) else None
+    if not isinstance(server_state, dict):
+        raise StateMissing(f"no {server} tool-server state recorded in run_artifacts.metadata['state']['{server}']")
+    initial, final = server_state.get("initial"), server_state.get("final")
+    if not isinstance(initial, dict) or not isinstance(final, dict):
+        raise StateMissing(f"the {server} state needs both 'initial' and 'final' snapshots")
+    return initial, final
+
+
+def state_verifier(*servers: str) -> Callable[[Callable[..., Result]], Callable[[Any], Result]]:
+    """Turn `check(pair_1, pair_2, ...)` (one (initial, final) pair per server, in order) into
+    `verify(run_artifacts)`, which accepts a RunArtifacts or its dict form."""
+
+    def wrap(check: Callable[..., Result]) -> Callable[[Any], Result]:
+        def verify(run_artifacts: Any) -> Result:
+            try:
+                pairs = [server_states(run_artifacts, server) for server in servers]
+            except StateMissing as exc:
+                return False, str(exc)
+            return check(*pairs)
+
+        verify.__doc__ = check.__doc__
+        return verify
+
+    return wrap
+
+
+# -- text ----------------------------------------------------------------------------------------------
+
+
+def norm(text: Any) -> str:
+    return re.sub(r"\s+", " ", str(text or "")).strip().lower()
+
+
+def has_phrase(text: Any, phrase: str) -> bool:
+    return norm(phrase) in norm(text)
+
+
+def missing_phrases(text: Any, phrases: Iterable[str]) -> list[str]:
+    return [p for p in phrases if not has_phrase(text, p)]
+
+
+# -- collections -----------------------------------------------------------------------------------------
+
+
+def items(state: State, collection: str) -> dict[str, Item]:
+    found = state.get(collection)
+    return found if isinstance(found, dict) else {}
+
+
+def added(pair: Pair, collection: str) -> list[Item]:
+    """Items of `collection` that exist only in the final state, in key order."""
+    before, after = items(pair[0], collection), items(pair[1], collection)
+    return [after[key] for key in sorted(after) if key not in before]
+
+
+def collateral(pair: Pair, collection: str, noun: str, allowed: Iterable[str] = ()) -> str | None:
+    """A message if a seeded item other than `allowed` was removed or changed."""
+    permitted = set(allowed)
+    after = items(pair[1], collection)
+    for key, before in items(pair[0], collection).items():
+        if key in permitted:
+            continue
+        if key not in after:
+            return f"seeded {noun} {key} was removed but should have been left alone"
+        if after[key] != before:
+            changed = sorted(f for f in set(before) | set(after[key]) if before.get(f) != after[key].get(f))
+            return f"seeded {noun} {key} was changed ({', '.join(changed)}) but should have been left alone"
+    return None
+
+
+def unchanged_except(before: Item, after: Item, fields: Iterable[str]) -> list[str]:
+    """Fields other than `fields` (and the server-managed `updated_at`/`comments`) that differ."""
+    skip = set(fields) | {"updated_at", "comments"}
+    return sorted(f for f in set(before) | set(after) if f not in skip and before.get(f) != after.get(f))
+
+
+# -- email -----------------------------------------------------------------------------------------------
+
+
+def recipients(email: Item, fields: Iterable[str] = ("to", "cc")) -> set[str]:
+    found: set[str] = set()
+    for name in fields:
+        value = email.get(name) or []
+        found |= {norm(a) for a in ([value] if isinstance(value, str) else value)}
+    return found
+
+
+def new_sent(mailbox: Pair) -> list[Item]:
+    """Emails the agent sent during the run, oldest first."""
+    sent = [e for e in added(mailbox, "emails") if e.get("folder") == "sent" or norm(e.get("from")) == ACCOUNT]
+    return sorted(sent, key=lambda e: (str(e.get("timestamp", "")), str(e.get("id", ""))))
+
+
+def describe_sent(sent: list[Item]) -> str:
+    if not sent:
+        return "no emails were sent"
+    parts = [f"[{e.get('id')}] to={','.join(sorted(recipients(e)))} subject={e.get('subject')!r}" for e in sent]
+    return "sent: " + "; ".join(parts)
+
+
+def mailbox_collateral(mailbox: Pair) -> str | None:
+    """A message if a seeded email was deleted, moved or edited."""
+    return collateral(mailbox, "emails", "email")
+
+
+# -- records ---------------------------------------------------------------------------------------------
+
+
+def new_comments(records: Pair, ticket_id: str) -> list[Item]:
+    before = items(records[0], "tickets").get(ticket_id) or {}
+    after = items(records[1], "tickets").get(ticket_id) or {}
+    old = before.get("comments") or []
+    now = after.get("comments") or []
+    return list(now[len(old) :]) if now[: len(old)] == old else list(now)
+
+
+# -- files -----------------------------------------------------------------------------------------------
+
+
+def file_text(state: State, path: str) -> str | None:
+    """The text content of a workspace file, or None if it is missing, binary or a symlink."""
+    entry = items(state, "files").get(path)
+    if not entry or entry.get("type") != "file":
+        return None
+    content = entry.get("content")
+    return content if isinstance(content, str) else None

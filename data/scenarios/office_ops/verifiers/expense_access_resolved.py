@@ -1,0 +1,50 @@
+"""office_ops_009: TKT-2006 resolved with a comment, and Grace told by email that her access works."""
+
+from __future__ import annotations
+
+from ._common import (
+    ACCOUNT,
+    Pair,
+    Result,
+    collateral,
+    describe_sent,
+    items,
+    mailbox_collateral,
+    new_comments,
+    new_sent,
+    norm,
+    recipients,
+    state_verifier,
+)
+
+NEEDS = "state"
+TICKET = "TKT-2006"
+GRACE = "grace.liu@example.com"
+
+
+def check(mailbox: Pair, records: Pair) -> Result:
+    """TKT-2006 is resolved and has a new comment by the agent; Grace (and nobody else) got an email
+    mentioning TKT-2006; other tickets and seeded emails untouched."""
+    ticket = items(records[1], "tickets").get(TICKET)
+    if ticket is None:
+        return False, f"{TICKET} is missing from the helpdesk state"
+    if ticket.get("status") != "resolved":
+        return False, f"{TICKET} has status {ticket.get('status')!r}, expected 'resolved'"
+    if not any(norm(c.get("author")) == ACCOUNT for c in new_comments(records, TICKET)):
+        return False, f"no new comment by {ACCOUNT} on {TICKET}"
+    sent = new_sent(mailbox)
+    to_grace = [e for e in sent if GRACE in recipients(e)]
+    if not to_grace:
+        return False, f"Grace was not emailed; {describe_sent(sent)}"
+    strays = [e for e in sent if recipients(e) - {GRACE}]
+    if strays:
+        return False, f"emails also went to others: {describe_sent(strays)}"
+    if not any(TICKET.lower() in norm(f"{e.get('subject')} {e.get('body')}") for e in to_grace):
+        return False, f"the email to Grace does not mention {TICKET}"
+    problem = collateral(records, "tickets", "ticket", allowed={TICKET}) or mailbox_collateral(mailbox)
+    if problem:
+        return False, problem
+    return True, f"{TICKET} resolved with a comment and Grace informed"
+
+
+verify = state_verifier("email", "records")(check)

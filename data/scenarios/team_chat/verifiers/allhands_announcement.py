@@ -1,0 +1,37 @@
+"""team_chat_001: announce the all-hands move (Thursday, 15:00, Atrium) in #general, and nowhere else."""
+
+from __future__ import annotations
+
+from ._common import (
+    CHAT,
+    Result,
+    States,
+    account,
+    channel_posts,
+    describe_posts,
+    missing_phrases,
+    new_messages,
+    posts_in,
+    state_verifier,
+)
+
+NEEDS = "state"
+PHRASES = ("all-hands", "Thursday", "15:00", "Atrium")
+
+
+@state_verifier(CHAT)
+def verify(states: States) -> Result:
+    """A new post by the agent in #general with every detail; no post by the agent in another channel."""
+    initial, final = states[CHAT]
+    messages = new_messages(initial, final)
+    me = account(final)
+    posts = posts_in(messages, "ch-general", me)
+    if not posts:
+        return False, f"nothing was posted in #general; {describe_posts(messages)}"
+    complete = [p for p in posts if not missing_phrases(p.get("text"), PHRASES)]
+    if not complete:
+        return False, f"the #general post lacks {missing_phrases(posts[-1].get('text'), PHRASES)}"
+    elsewhere = [m for m in channel_posts(messages, final) if m.get("room_id") != "ch-general"]
+    if elsewhere:
+        return False, f"the agent also posted in {sorted({m.get('room_id') for m in elsewhere})}"
+    return True, f"all-hands announcement posted in #general ({complete[0].get('id')})"

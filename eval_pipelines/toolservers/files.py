@@ -1,0 +1,577 @@
+"""A built-in files/coding tool server: one directory on disk per workspace, with file tools and `run_command`.
+
+The disk is the truth; the state is a mirror of it. After every mutating call (`write_file`, `run_command`)
+the `files` collection is rebuilt from the directory, so snapshots, per-call diffs and verifiers see exactly
+what is on disk: `files[<relative path>] = {path, type, size, sha256, content, truncated, binary}` (text
+content cut at 64 KiB; symbolic links as `{path, type: "symlink", target}`; at most 2000 entries).
+
+What is and is not confined
+---------------------------
+The FILE tools (`read_file`, `write_file`, `list_dir`) only ever touch paths inside the workspace: every path
+is resolved (following symbolic links) and refused when it is absolute, contains a NUL byte or resolves
+outside the workspace root (`..`, or a symlink pointing outside, for reading through it as for writing
+through it). Non-regular files (FIFOs, devices) are refused, so a tool call can never block on one, and so
+are files with several hard links, since another link may lie outside the workspace.
+
+`run_command` runs `/bin/sh -c <command>` with the workspace as its working directory, a minimal environment
+(`PATH` and `HOME=<workspace>`, nothing inherited from this process, so no secrets), stdin closed, in a new
+session whose whole process group is killed when the command finishes or its timeout expires (so background
+processes do not outlive the call), with its output truncated. That confines the command's WORKING
+DIRECTORY, not the command: THIS IS NOT A SANDBOX. A command can still read or write anything the server's
+user can (`cat /etc/passwd`, `cat ../x`) and can escape the kill with `setsid`. Run untrusted agents in a
+container or VM that provides the real isolation.
+
+A command that times out or exits non-zero is an ordinary observation, not an `is_error` one: it ran and
+may have changed files, and an error would make the app roll the mirror back while the disk kept the
+changes. Errors are reserved for calls that changed nothing (bad parameters, refused paths).
+
+`run_command` is synchronous, like every tool call in `app.py`: a long command holds the event loop of the
+app it is mounted in for up to its timeout (60 s at most).
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import copy
+import hashlib
+import os
+import selectors
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+from eval_pipelines.schemas.tools import ToolDefinition
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
+
+MIRROR_CONTENT_BYTES = 64 * 1024
+READ_LIMIT_BYTES = 64 * 1024
+OUTPUT_LIMIT_BYTES = 16 * 1024
+MAX_WRITE_CHARS = 1_000_000
+MAX_MIRRORED_ENTRIES = 2000
+MAX_LISTED_ENTRIES = 500
+DEFAULT_TIMEOUT_SECONDS = 10
+MAX_TIMEOUT_SECONDS = 60
+COMMAND_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: after the command's own process exits, how long to keep collecting output already in flight.
+_DRAIN_SECONDS = 0.2
+_POLL_SECONDS = 0.05
+
+_SEED_KEYS = {"files"}
+_SEED_FILE_KEYS = {"path", "content"}
+
+
+def _string(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **extra}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+_TOOLS: list[ToolDefinition] = [
+    ToolDefinition(
+        name="read_file",
+        description=f"Read a text file of the workspace (the first {READ_LIMIT_BYTES // 1024} KiB).",
+        parameters=_schema({"path": _string("Path relative to the workspace root.")}, ["path"]),
+        mutates_state=False,
+    ),
+    ToolDefinition(
+        name="write_file",
+        description="Create or overwrite a file with the given text; missing parent directories are created.",
+        parameters=_schema(
+            {
+                "path": _string("Path relative to the workspace root."),
+                "content": _string("The complete new content of the file.", maxLength=MAX_WRITE_CHARS),
+            },
+            ["path", "content"],
+        ),
+        mutates_state=True,
+    ),
+    ToolDefinition(
+        name="list_dir",
+        description="List a directory of the workspace: sub-directories end with '/', files show their size.",
+        parameters=_schema(
+            {"path": _string("Directory relative to the workspace root ('.' is the root).", default=".")}, []
+        ),
+        mutates_state=False,
+    ),
+    ToolDefinition(
+        name="run_command",
+        description=(
+            "Run a shell command (/bin/sh -c) in the workspace root and return its exit code, stdout and stderr. "
+            f"It is killed after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, at most {MAX_TIMEOUT_SECONDS}); "
+            "background processes do not survive the call."
+        ),
+        parameters=_schema(
+            {
+                "command": _string("The shell command line."),
+                "timeout_seconds": {
+                    "type": "number",
+                    "description": f"Seconds before the command is killed (at most {MAX_TIMEOUT_SECONDS}).",
+                    "exclusiveMinimum": 0,
+                    "maximum": MAX_TIMEOUT_SECONDS,
+                    "default": DEFAULT_TIMEOUT_SECONDS,
+                },
+            },
+            ["command"],
+        ),
+        mutates_state=True,
+    ),
+]
+
+
+class WorkspaceDirectory:
+    """The on-disk directory of one workspace: created on first use, deleted when nothing refers to it.
+
+    app.py has no hook for deleting a workspace, so the directory is tied to the state object instead:
+    when the workspace (and with it every copy of its state) is dropped, the TemporaryDirectory's own
+    finalizer removes the tree.
+    """
+
+    def __init__(self, parent: Path) -> None:
+        self._parent = parent
+        self._directory: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def created(self) -> bool:
+        return self._directory is not None
+
+    def path(self) -> Path:
+        if self._directory is None:
+            self._directory = tempfile.TemporaryDirectory(prefix="ws-", dir=self._parent, ignore_cleanup_errors=True)
+        return Path(os.path.realpath(self._directory.name))
+
+
+class FilesState(dict[str, dict[str, dict[str, Any]]]):
+    """A files-server state: the mirrored collections, plus the workspace directory they mirror.
+
+    The app deep-copies a state before each mutating call (to diff and roll back) and before seeding. Every
+    such copy describes the same workspace, so copies share the directory instead of duplicating it.
+    Serialised (JSON, pickle), it is a plain dict: the directory never leaves the process.
+    """
+
+    def __init__(self, directory: WorkspaceDirectory, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.directory = directory
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FilesState:
+        clone = FilesState(self.directory)
+        memo[id(self)] = clone
+        for key, value in self.items():
+            clone[key] = copy.deepcopy(value, memo)
+        return clone
+
+    def __copy__(self) -> FilesState:
+        return FilesState(self.directory, self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+
+def _display(root: Path, target: Path) -> str:
+    relative = target.relative_to(root).as_posix()
+    return relative if relative != "." else "."
+
+
+def confine(root: Path, raw: str, parameter: str) -> Path:
+    """`raw` resolved inside `root` (symlinks followed), or ToolError naming the parameter and the problem."""
+    if "\x00" in raw:
+        raise ToolError(f"Parameter '{parameter}': the path contains a NUL byte")
+    if not raw.strip():
+        raise ToolError(f"Parameter '{parameter}': the path is empty")
+    if PurePosixPath(raw).is_absolute():
+        raise ToolError(
+            f"Parameter '{parameter}': absolute paths are not allowed ({raw!r}); use a path relative to the "
+            "workspace root"
+        )
+    target = Path(os.path.realpath(root / raw))
+    if target != root and root not in target.parents:
+        raise ToolError(
+            f"Parameter '{parameter}': {raw!r} is outside the workspace (paths may not leave it through '..' "
+            "or symbolic links)"
+        )
+    return target
+
+
+def _lexically_safe(raw: Any) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise ToolError("expected a non-empty relative path")
+    if "\x00" in raw:
+        raise ToolError("the path contains a NUL byte")
+    path = PurePosixPath(raw)
+    if path.is_absolute() or ".." in path.parts:
+        raise ToolError(f"{raw!r} must be a relative path inside the workspace")
+    return raw
+
+
+def _refusal(shown: str, info: os.stat_result, parameter: str = "path") -> str:
+    if not stat.S_ISREG(info.st_mode):
+        return f"Parameter '{parameter}': '{shown}' is not a regular file"
+    # A second hard link may live outside the workspace, and reading or writing would reach through it.
+    return f"Parameter '{parameter}': '{shown}' has {info.st_nlink} hard links; refusing to touch a file shared by path"
+
+
+def _describe_text(head: bytes, complete: bool) -> str | None:
+    """`head` as text, or None when it looks binary. A multi-byte character cut by truncation is dropped."""
+    if b"\x00" in head:
+        return None
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        return decoder.decode(head, final=complete)
+    except UnicodeDecodeError:
+        return None
+
+
+def _file_entry(relative: str, full: Path) -> dict[str, Any] | None:
+    digest = hashlib.sha256()
+    head = b""
+    size = 0
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None  # vanished or unreadable between listing and reading: not part of the mirror
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        while chunk := handle.read(1024 * 1024):
+            if len(head) < MIRROR_CONTENT_BYTES:
+                head += chunk[: MIRROR_CONTENT_BYTES - len(head)]
+            digest.update(chunk)
+            size += len(chunk)
+    content = _describe_text(head, complete=size <= MIRROR_CONTENT_BYTES)
+    return {
+        "path": relative,
+        "type": "file",
+        "size": size,
+        "sha256": digest.hexdigest(),
+        "content": content,
+        "truncated": size > MIRROR_CONTENT_BYTES,
+        "binary": content is None,
+    }
+
+
+def mirror(root: Path) -> dict[str, dict[str, Any]]:
+    """The `files` collection for the directory `root`, in sorted path order."""
+    entries: dict[str, dict[str, Any]] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        base = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            if len(entries) >= MAX_MIRRORED_ENTRIES:
+                return entries
+            full = base / name
+            relative = full.relative_to(root).as_posix()
+            try:
+                mode = os.lstat(full).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                with contextlib.suppress(OSError):
+                    entries[relative] = {"path": relative, "type": "symlink", "target": os.readlink(full)}
+            elif stat.S_ISREG(mode):
+                entry = _file_entry(relative, full)
+                if entry is not None:
+                    entries[relative] = entry
+    return entries
+
+
+def _kill_group(pgid: int) -> None:
+    # The group may already be empty, or (if a member called setsid) partly out of reach: both are fine.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _leader_exited(pid: int) -> bool:
+    # WNOWAIT leaves the exited leader a zombie, which keeps its pid (= the group id) from being reused
+    # until the group has been killed and the leader reaped.
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+class _Capture:
+    """The first OUTPUT_LIMIT_BYTES of one stream, counting what was dropped."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = OUTPUT_LIMIT_BYTES - len(self.head)
+        self.head += data[:room]
+        self.dropped += max(0, len(data) - room)
+
+    def text(self) -> str:
+        text = bytes(self.head).decode("utf-8", errors="replace")
+        if self.dropped:
+            text += f"\n[... {self.dropped} more byte(s) not shown]"
+        return text
+
+
+def run_confined_command(root: Path, command: str, timeout_seconds: float) -> tuple[int | None, str, str, bool]:
+    """Run `command` in `root`; return (exit code or None, stdout, stderr, timed_out). See the module docs."""
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", command],
+        cwd=root,
+        env={"PATH": COMMAND_PATH, "HOME": str(root)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    out, err = _Capture(), _Capture()
+    captures = {process.stdout.fileno(): out, process.stderr.fileno(): err}
+    deadline = time.monotonic() + timeout_seconds
+    timed_out = False
+    drain_until: float | None = None
+    with selectors.DefaultSelector() as selector:
+        for stream in (process.stdout, process.stderr):
+            selector.register(stream, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if drain_until is None and now >= deadline:
+                timed_out = True
+                break
+            if drain_until is not None and (now >= drain_until or not selector.get_map()):
+                break
+            for key, _ in selector.select(_POLL_SECONDS):
+                data = os.read(key.fd, 65536)
+                if data:
+                    captures[key.fd].add(data)
+                else:
+                    selector.unregister(key.fileobj)
+            # Output closed or not, the call ends with the command's own process: a background child that
+            # keeps the pipes open must not turn every call into a timeout.
+            if drain_until is None and _leader_exited(process.pid):
+                drain_until = time.monotonic() + _DRAIN_SECONDS
+    _kill_group(process.pid)
+    returncode = process.wait()
+    process.stdout.close()
+    process.stderr.close()
+    return (None if timed_out else returncode), out.text(), err.text(), timed_out
+
+
+class FilesServer(BuiltinToolServer):
+    """Files and coding tools over one directory per workspace, under a temporary root owned by this object."""
+
+    name: ClassVar[str] = "files"
+    collection_nouns: ClassVar[dict[str, str]] = {"files": "file(s)"}
+
+    def __init__(self, root: Path | None = None) -> None:
+        self._owned_root: tempfile.TemporaryDirectory[str] | None = None
+        if root is None:
+            self._owned_root = tempfile.TemporaryDirectory(prefix="eval-files-", ignore_cleanup_errors=True)
+            root = Path(self._owned_root.name)
+        root.mkdir(parents=True, exist_ok=True)
+        self.root = Path(os.path.realpath(root))
+
+    def tools(self) -> list[ToolDefinition]:
+        return [tool.model_copy(deep=True) for tool in _TOOLS]
+
+    # -- state -----------------------------------------------------------------------------------------
+
+    def new_state(self) -> State:
+        return FilesState(WorkspaceDirectory(self.root), {"files": {}})
+
+    @staticmethod
+    def workspace_root(state: State) -> Path:
+        """The directory a state mirrors (created now if it does not exist yet)."""
+        if not isinstance(state, FilesState):
+            raise TypeError("a files-server state must come from FilesServer.new_state()")
+        return state.directory.path()
+
+    def refresh(self, state: State) -> None:
+        """Rebuild the `files` collection from disk."""
+        state["files"] = mirror(self.workspace_root(state))
+
+    def seed(self, state: State, seed_files: list[Any]) -> None:
+        # Everything is validated before the first byte is written, so a malformed seed leaves the disk alone.
+        # Only a write that fails at the OS level (say 'a' and 'a/b' both as files) can leave earlier files of
+        # the same seed on disk; the mirror picks them up at the next mutating call.
+        planned: list[tuple[str, str, str]] = []
+        for index, seed in enumerate(seed_files):
+            where = f"seed file {index}"
+            if not isinstance(seed, dict):
+                raise SeedError(f"{where}: expected a JSON object with 'files'")
+            unknown = sorted(set(seed) - _SEED_KEYS)
+            if unknown:
+                raise SeedError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(_SEED_KEYS)}")
+            files = seed.get("files", [])
+            if not isinstance(files, list):
+                raise SeedError(f"{where}: files: expected a list of {{path, content}} objects")
+            for pos, entry in enumerate(files):
+                at = f"{where}: files[{pos}]"
+                if not isinstance(entry, dict):
+                    raise SeedError(f"{at}: expected an object with 'path' and 'content'")
+                unknown = sorted(set(entry) - _SEED_FILE_KEYS)
+                if unknown:
+                    raise SeedError(f"{at}: unknown field(s) {unknown}")
+                try:
+                    path = _lexically_safe(entry.get("path"))
+                except ToolError as exc:
+                    raise SeedError(f"{at}: path: {exc}") from exc
+                content = entry.get("content")
+                if not isinstance(content, str):
+                    raise SeedError(f"{at}: content: expected a string")
+                planned.append((at, path, content))
+        if not planned:
+            return
+        root = self.workspace_root(state)
+        for at, path, content in planned:
+            try:
+                self._write(root, path, content, "path")
+            except ToolError as exc:
+                raise SeedError(f"{at}: {exc}") from exc
+        self.refresh(state)
+
+    # -- tools -----------------------------------------------------------------------------------------
+
+    def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
+        handler = getattr(self, f"_tool_{tool_name}", None)
+        if handler is None:
+            raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'")
+        root = self.workspace_root(ctx.state)
+        result: str = handler(root, **params)
+        if self.mutates(tool_name):
+            self.refresh(ctx.state)
+        return result
+
+    def _tool_read_file(self, root: Path, path: str) -> str:
+        target = confine(root, path, "path")
+        shown = _display(root, target)
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            raise ToolError(f"Parameter 'path': '{shown}' does not exist") from None
+        except OSError as exc:
+            raise ToolError(f"Parameter 'path': cannot read '{shown}': {exc.strerror}") from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            os.close(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise ToolError(f"Parameter 'path': '{shown}' is a directory; use list_dir")
+            raise ToolError(_refusal(shown, info))
+        with os.fdopen(fd, "rb") as handle:
+            head = handle.read(READ_LIMIT_BYTES + 1)
+            size = os.fstat(handle.fileno()).st_size
+        complete = len(head) <= READ_LIMIT_BYTES
+        text = _describe_text(head[:READ_LIMIT_BYTES], complete)
+        if text is None:
+            return f"'{shown}' is a binary file ({size} bytes); read_file only shows text."
+        if not complete:
+            text += f"\n[... truncated: showing the first {READ_LIMIT_BYTES} of {size} bytes]"
+        return text
+
+    @staticmethod
+    def _write(root: Path, path: str, content: str, parameter: str) -> tuple[str, int | None, int]:
+        target = confine(root, path, parameter)
+        shown = _display(root, target)
+        if target == root:
+            raise ToolError(f"Parameter '{parameter}': '{path}' is the workspace root, not a file")
+        previous: int | None = None
+        try:
+            info = os.lstat(target)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise ToolError(f"Parameter '{parameter}': cannot write '{shown}': {exc.strerror}") from None
+        else:
+            if stat.S_ISDIR(info.st_mode):
+                raise ToolError(f"Parameter '{parameter}': '{shown}' is a directory")
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                raise ToolError(_refusal(shown, info, parameter))
+            previous = info.st_size
+        data = content.encode("utf-8")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # O_NOFOLLOW: the resolved target holds no symlink, and must not have become one since.
+            # O_NONBLOCK: a FIFO swapped in meanwhile fails instead of blocking. No O_TRUNC: the file is
+            # checked first, truncated after.
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            raise ToolError(f"Parameter '{parameter}': cannot write '{shown}': {exc.strerror}") from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            os.close(fd)
+            raise ToolError(_refusal(shown, info, parameter))
+        with os.fdopen(fd, "wb") as handle:
+            handle.truncate(0)
+            handle.write(data)
+        return shown, previous, len(data)
+
+    def _tool_write_file(self, root: Path, path: str, content: str) -> str:
+        shown, previous, written = self._write(root, path, content, "path")
+        if previous is None:
+            return f"Wrote {written} bytes to '{shown}' (new file)."
+        return f"Wrote {written} bytes to '{shown}' (replaced {previous} bytes)."
+
+    def _tool_list_dir(self, root: Path, path: str) -> str:
+        target = confine(root, path, "path")
+        shown = _display(root, target)
+        if not target.exists():
+            raise ToolError(f"Parameter 'path': '{shown}' does not exist")
+        if not target.is_dir():
+            raise ToolError(f"Parameter 'path': '{shown}' is not a directory; use read_file")
+        lines: list[str] = []
+        names = sorted(os.listdir(target))
+        for name in names[:MAX_LISTED_ENTRIES]:
+            full = target / name
+            try:
+                info = os.lstat(full)
+            except OSError:
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                lines.append(f"{name} -> {os.readlink(full)} (symlink)")
+            elif stat.S_ISDIR(info.st_mode):
+                lines.append(f"{name}/")
+            elif stat.S_ISREG(info.st_mode):
+                lines.append(f"{name} ({info.st_size} bytes)")
+            else:
+                lines.append(f"{name} (special file)")
+        if not names:
+            return f"'{shown}' is empty."
+        header = f"'{shown}' has {len(names)} entr{'y' if len(names) == 1 else 'ies'}:"
+        if len(names) > MAX_LISTED_ENTRIES:
+            lines.append(f"[... {len(names) - MAX_LISTED_ENTRIES} more not shown]")
+        return "\n".join([header, *lines])
+
+    def _tool_run_command(self, root: Path, command: str, timeout_seconds: float) -> str:
+        if not command.strip():
+            raise ToolError("Parameter 'command': must not be empty")
+        if "\x00" in command:
+            raise ToolError("Parameter 'command': contains a NUL byte")
+        try:
+            returncode, stdout, stderr, timed_out = run_confined_command(root, command, float(timeout_seconds))
+        except OSError as exc:
+            raise ToolError(f"run_command could not start the command: {exc.strerror}") from None
+        if timed_out:
+            status = f"timed out after {timeout_seconds:g} s; the command and its process group were killed"
+        else:
+            status = f"exit code: {returncode}"
+        return "\n".join([f"$ {command}", status, "stdout:", stdout.rstrip("\n"), "stderr:", stderr.rstrip("\n")])
+
+    # -- rendering -------------------------------------------------------------------------------------
+
+    def render_text(self, state: State) -> str:
+        entries = sorted(state.get("files", {}).values(), key=lambda e: e["path"])
+        lines = [f"Workspace files ({len(entries)}):"]
+        for entry in entries:
+            if entry["type"] == "symlink":
+                lines.append(f"  {entry['path']} -> {entry['target']} (symlink)")
+                continue
+            lines.append(f"  {entry['path']} ({entry['size']} bytes, sha256 {entry['sha256'][:12]})")
+            if entry["content"] is not None:
+                preview = entry["content"][:2000]
+                lines += [f"    | {line}" for line in preview.splitlines()]
+                if entry["truncated"] or len(entry["content"]) > len(preview):
+                    lines.append("    | [...]")
+        return "\n".join(lines)

@@ -1,0 +1,457 @@
+"""Run verifiers over many rollouts, in a worker process (untrusted code: bundles) or in this one (trusted).
+
+`IsolatedVerifierRunner` keeps one worker process (a fresh interpreter) per verifier package and sends it whole
+batches of rollouts, so a batch costs one message per verifier call rather than a process per call. The
+worker reports each verifier's outcome as it finishes; the parent waits at most `timeout_seconds` for each.
+A verifier that hangs, kills its interpreter (`os._exit`, a segfault) or calls `sys.exit` therefore costs one
+failed outcome with a clear message; the worker is replaced and the batch goes on from the next verifier.
+
+The per-verifier clock also covers reading the rollout's trace (for its first verifier) and importing the
+module (on its first use), both small next to a timeout. A module that brings the worker down
+`max_worker_failures` times in one `run` is not run again in that run: its remaining calls fail at once, so one
+broken verifier cannot turn a 10,000-rollout batch into 10,000 process restarts.
+
+The worker is a containment boundary, not a sandbox: it runs as this user and can read what this user can.
+It does get none of this process's environment variables beyond locale and paths, so API keys stay behind.
+
+`run_in_process` is the fast path for trusted built-in scenarios: the same results, no process boundary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing.connection
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeGuard
+
+from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome
+from eval_pipelines.verifiers.loader import load_verifier_package, verifier_version
+from eval_pipelines.verifiers.protocol import VerifierSource, verify_module
+
+DEFAULT_VERIFIER_TIMEOUT_SECONDS = 30.0
+#: Spawning imports pydantic and the schemas; on a busy 2-core machine that can take several seconds.
+DEFAULT_WORKER_START_TIMEOUT_SECONDS = 60.0
+DEFAULT_MAX_WORKER_FAILURES = 3
+_STOP_GRACE_SECONDS = 2.0
+#: The only environment variables a worker gets (locale, temp dir, search path); secrets stay behind.
+_INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
+
+ArtifactsRef = RunArtifacts | dict[str, Any] | str | Path
+#: A job on its way to the worker: (job index, artifacts, modules, positions of the modules still to run).
+_Pending = tuple[int, ArtifactsRef, tuple[str, ...], tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class VerifyJob:
+    """One rollout to verify: its artifacts (or the path of its JSON trace, read by whoever verifies) and the
+    task's verifier modules, in order."""
+
+    artifacts: ArtifactsRef
+    modules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VerifierSourceSpec:
+    """Where a worker finds the verifiers: a package folder, or an extracted bundle (then `bundle_root` is set
+    and `scenario` names the bundle's scenario). Picklable, so it crosses the process boundary."""
+
+    verifiers_dir: Path
+    bundle_root: Path | None = None
+    scenario: str | None = None
+
+    def open(self) -> VerifierSource:
+        if self.bundle_root is None:
+            return load_verifier_package(self.verifiers_dir)
+        from eval_pipelines.verifiers.bundle import open_extracted_bundle
+
+        return open_extracted_bundle(self.bundle_root).scenario(self.scenario).package
+
+
+def load_artifacts(ref: ArtifactsRef) -> RunArtifacts:
+    if isinstance(ref, RunArtifacts):
+        return ref
+    if isinstance(ref, dict):
+        return RunArtifacts.model_validate(ref)
+    return RunArtifacts.model_validate(json.loads(Path(ref).read_text(encoding="utf-8")))
+
+
+def _failed(module: str, version: str, message: str) -> VerifierOutcome:
+    return VerifierOutcome(
+        module=module, verifier_version=version, kind=VerifierKind.PROGRAMMATIC, success=False, reward=0.0,
+        message=message,
+    )  # fmt: skip
+
+
+def _unreadable_artifacts(module: str, source: VerifierSource, error: Exception) -> VerifierOutcome:
+    version = source.get(module).version
+    return _failed(module, version, f"Verifier error: the rollout's artifacts could not be read: {error}")
+
+
+def run_in_process(source: VerifierSource, jobs: Iterable[VerifyJob]) -> list[list[VerifierOutcome]]:
+    """Trusted fast path: every job in this process. A raising verifier is a failed outcome, but a hang or an
+    `os._exit` takes this process with it; use IsolatedVerifierRunner for code you did not write."""
+    results: list[list[VerifierOutcome]] = []
+    for job in jobs:
+        try:
+            artifacts = load_artifacts(job.artifacts)
+        except (OSError, ValueError) as exc:
+            results.append([_unreadable_artifacts(m, source, exc) for m in job.modules])
+            continue
+        results.append([verify_module(source, module, artifacts) for module in job.modules])
+    return results
+
+
+# --- the worker (runs in the child process) ------------------------------------------------------------------
+
+
+def _verify_guarded(source: VerifierSource, module: str, artifacts: RunArtifacts) -> VerifierOutcome:
+    try:
+        return verify_module(source, module, artifacts)
+    except SystemExit as exc:
+        # run_verifier catches Exception; SystemExit is a BaseException and would end the worker.
+        return _failed(module, source.get(module).version, f"Verifier called sys.exit({exc.code!r})")
+    except BaseException as exc:  # KeyboardInterrupt, GeneratorExit raised by verifier code
+        return _failed(module, source.get(module).version, f"Verifier error: {type(exc).__name__}: {exc}")
+
+
+def _send_outcome(conn: multiprocessing.connection.Connection, message: tuple[Any, ...]) -> None:
+    try:
+        conn.send(message)
+    except Exception as exc:  # PicklingError, TypeError, RecursionError: whatever the output's pickling raised
+        # The output did not pickle; the pipe is untouched because pickling happens before writing.
+        kind, job_index, position, outcome = message
+        safe = outcome.model_copy(update={"output": repr(outcome.output)[:2000]})
+        safe.message = f"{safe.message} (output not transferable: {type(exc).__name__})".strip()
+        conn.send((kind, job_index, position, safe))
+
+
+def _worker_main(conn: multiprocessing.connection.Connection, spec: VerifierSourceSpec) -> None:
+    # The parent owns interruption: Ctrl-C there must not leave half-reported batches here.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        source = spec.open()
+    except Exception as exc:
+        conn.send(("load_error", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message[0] == "stop":
+            return
+        for job_index, ref, modules, positions in message[1]:
+            try:
+                artifacts = load_artifacts(ref)
+            except (OSError, ValueError) as exc:
+                for position in positions:
+                    conn.send(("outcome", job_index, position, _unreadable_artifacts(modules[position], source, exc)))
+                continue
+            for position in positions:
+                outcome = _verify_guarded(source, modules[position], artifacts)
+                _send_outcome(conn, ("outcome", job_index, position, outcome))
+        conn.send(("done",))
+
+
+# --- the parent -----------------------------------------------------------------------------------------------
+
+
+class WorkerStartError(RuntimeError):
+    """The worker could not load the verifier package (or did not come up in time)."""
+
+
+def describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "Verifier process ended without an exit code"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"Verifier process exited with code {exitcode} (killed by {name})"
+    return f"Verifier process exited with code {exitcode}"
+
+
+def worker_entry(fd: int) -> None:
+    """The worker process's entry point: the parent's end of the socket pair is `fd`'s peer."""
+    conn = multiprocessing.connection.Connection(fd)
+    _worker_main(conn, conn.recv())
+
+
+@dataclass
+class _Worker:
+    process: subprocess.Popen[bytes]
+    conn: multiprocessing.connection.Connection
+
+    def peak_rss_kib(self) -> int | None:
+        """The worker's peak resident set size so far (Linux `VmHWM`); None elsewhere or once it has exited."""
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        return None
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(_STOP_GRACE_SECONDS)
+        self.conn.close()
+
+
+def _spawn_worker() -> _Worker:
+    # A fresh interpreter running only this module, rather than multiprocessing's spawn: spawn re-runs the
+    # parent's __main__ in the child (the Dagster CLI, a benchmark script), which costs seconds per restart.
+    parent_socket, child_socket = socket.socketpair()
+    child_fd = child_socket.fileno()
+    # Verifier code must not see this process's environment: API keys live there.
+    env = {name: os.environ[name] for name in _INHERITED_ENV if name in os.environ}
+    # The child must import eval_pipelines from wherever this process found it.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    try:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"from eval_pipelines.verifiers.isolation import worker_entry; worker_entry({child_fd})",
+            ],
+            pass_fds=(child_fd,),
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+    finally:
+        child_socket.close()
+    return _Worker(process, multiprocessing.connection.Connection(parent_socket.detach()))
+
+
+class IsolatedVerifierRunner:
+    """`with IsolatedVerifierRunner(verifiers_dir) as runner: outcomes = runner.run(jobs)`.
+
+    Results come back in job order, one outcome per module. The worker is started on first use and reused
+    across `run` calls; `close()` stops it.
+    """
+
+    def __init__(
+        self,
+        verifiers_dir: Path,
+        *,
+        bundle_root: Path | None = None,
+        scenario: str | None = None,
+        timeout_seconds: float = DEFAULT_VERIFIER_TIMEOUT_SECONDS,
+        start_timeout_seconds: float = DEFAULT_WORKER_START_TIMEOUT_SECONDS,
+        max_worker_failures: int = DEFAULT_MAX_WORKER_FAILURES,
+    ) -> None:
+        if timeout_seconds <= 0 or start_timeout_seconds <= 0:
+            raise ValueError("timeouts must be positive")
+        if max_worker_failures < 1:
+            raise ValueError("max_worker_failures must be at least 1")
+        self.spec = VerifierSourceSpec(Path(verifiers_dir), bundle_root, scenario)
+        self.timeout_seconds = timeout_seconds
+        self.start_timeout_seconds = start_timeout_seconds
+        self.max_worker_failures = max_worker_failures
+        self._worker: _Worker | None = None
+        self._versions: dict[str, str] = {}
+        #: Worker restarts so far (crashes and timeouts), for monitoring.
+        self.restarts = 0
+        #: The largest peak RSS of a worker that was stopped cleanly (Linux only), for capacity planning.
+        self.worker_peak_rss_kib: int | None = None
+
+    @classmethod
+    def for_bundle(cls, bundle: Any, scenario: str | None = None, **options: Any) -> IsolatedVerifierRunner:
+        """A runner over a LoadedBundle's scenario (the worker re-imports it from the extracted tree)."""
+        chosen = bundle.scenario(scenario)
+        return cls(chosen.verifiers_dir, bundle_root=bundle.root, scenario=chosen.scenario_id, **options)
+
+    def _version(self, module: str) -> str:
+        if module not in self._versions:
+            self._versions[module] = verifier_version(self.spec.verifiers_dir, module)
+        return self._versions[module]
+
+    def _start(self) -> _Worker:
+        worker = _spawn_worker()
+        try:
+            worker.conn.send(self.spec)
+            if not worker.conn.poll(self.start_timeout_seconds):
+                raise WorkerStartError(f"verifier worker did not start within {self.start_timeout_seconds:g}s")
+            message = worker.conn.recv()
+        except (EOFError, OSError):
+            worker.kill()
+            raise WorkerStartError(
+                f"verifier worker died while loading {self.spec.verifiers_dir}: "
+                f"{describe_exit(worker.process.returncode)}"
+            ) from None
+        except WorkerStartError:
+            worker.kill()
+            raise
+        if message[0] != "ready":
+            worker.kill()
+            raise WorkerStartError(f"verifier worker could not load {self.spec.verifiers_dir}: {message[1]}")
+        return worker
+
+    def _ensure_worker(self) -> _Worker:
+        if self._worker is None:
+            self._worker = self._start()
+        return self._worker
+
+    def _discard_worker(self, *, exiting: bool = False) -> int | None:
+        """Kill and forget the worker; `exiting`: it closed its end, so let it finish dying to learn its exit code."""
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return None
+        if exiting:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.process.wait(_STOP_GRACE_SECONDS)
+        worker.kill()
+        self.restarts += 1
+        return worker.process.returncode
+
+    def run(self, jobs: Sequence[VerifyJob]) -> list[list[VerifierOutcome]]:
+        results: list[list[VerifierOutcome | None]] = [[None] * len(job.modules) for job in jobs]
+        pending: list[_Pending] = [
+            (i, job.artifacts, job.modules, tuple(range(len(job.modules)))) for i, job in enumerate(jobs) if job.modules
+        ]
+        failures: dict[str, int] = {}
+        while pending:
+            pending = self._skip_broken(pending, failures, results)
+            if pending:
+                pending = self._run_batch(pending, failures, results)
+        return [[outcome for outcome in row if outcome is not None] for row in results]
+
+    def _skip_broken(
+        self, pending: list[_Pending], failures: dict[str, int], results: list[list[VerifierOutcome | None]]
+    ) -> list[_Pending]:
+        broken = {m for m, count in failures.items() if count >= self.max_worker_failures}
+        if not broken:
+            return pending
+        remaining: list[_Pending] = []
+        for job_index, ref, modules, positions in pending:
+            keep = []
+            for position in positions:
+                module = modules[position]
+                if module in broken:
+                    results[job_index][position] = _failed(
+                        module,
+                        self._version(module),
+                        f"Verifier skipped: it stopped the verifier process {failures[module]} times in this run",
+                    )
+                else:
+                    keep.append(position)
+            if keep:
+                remaining.append((job_index, ref, modules, tuple(keep)))
+        return remaining
+
+    def _run_batch(
+        self, pending: list[_Pending], failures: dict[str, int], results: list[list[VerifierOutcome | None]]
+    ) -> list[_Pending]:
+        """Send the batch; return what is left to run when the worker had to be replaced, else []."""
+        worker = self._ensure_worker()
+        # The worker reports in exactly this order, so the first unreported pair is the one that was running.
+        expected = [(k, n) for k, item in enumerate(pending) for n in range(len(item[3]))]
+        worker.conn.send(("batch", pending))
+        cursor = 0
+        while True:
+            unreadable = False
+            try:
+                ready = worker.conn.poll(self.timeout_seconds)
+                message = worker.conn.recv() if ready else None
+            except (EOFError, OSError):
+                message, ready = None, True
+            except Exception:  # bytes that do not unpickle: verifier code wrote to the channel
+                message, ready, unreadable = None, True, True
+            if cursor < len(expected) and _is_outcome(message, pending, expected[cursor]):
+                _, job_index, position, outcome = message
+                results[job_index][position] = outcome
+                cursor += 1
+                continue
+            if message == ("done",) and cursor == len(expected):
+                return []
+            if cursor >= len(expected):
+                # Everything was reported but the end marker was lost with the worker: nothing is left to run.
+                self._discard_worker()
+                return []
+            k, n = expected[cursor]
+            job_index, ref, modules, positions = pending[k]
+            module = modules[positions[n]]
+            if not ready:
+                self._discard_worker()
+                reason = f"Verifier timed out after {self.timeout_seconds:g}s"
+            elif message is not None or unreadable:
+                self._discard_worker()
+                reason = "Verifier process sent an unexpected message on its result channel"
+            else:
+                reason = describe_exit(self._discard_worker(exiting=True))
+            results[job_index][positions[n]] = _failed(module, self._version(module), reason)
+            failures[module] = failures.get(module, 0) + 1
+            rest: list[_Pending] = [(job_index, ref, modules, positions[n + 1 :])] if positions[n + 1 :] else []
+            return rest + pending[k + 1 :]
+
+    def close(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        peak = worker.peak_rss_kib()
+        if peak is not None:
+            self.worker_peak_rss_kib = max(peak, self.worker_peak_rss_kib or 0)
+        with contextlib.suppress(OSError, ValueError):
+            worker.conn.send(("stop",))
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.process.wait(_STOP_GRACE_SECONDS)
+        worker.kill()
+
+    def __enter__(self) -> IsolatedVerifierRunner:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _is_outcome(
+    message: Any, pending: list[_Pending], expected: tuple[int, int]
+) -> TypeGuard[tuple[str, int, int, VerifierOutcome]]:
+    """The worker's report for the pair the parent is waiting on, and nothing else."""
+    if not (isinstance(message, tuple) and len(message) == 4 and message[0] == "outcome"):
+        return False
+    k, n = expected
+    return message[1:3] == (pending[k][0], pending[k][3][n]) and isinstance(message[3], VerifierOutcome)
+
+
+def run_jobs(
+    jobs: Sequence[VerifyJob],
+    verifiers_dir: Path,
+    *,
+    isolated: bool,
+    timeout_seconds: float = DEFAULT_VERIFIER_TIMEOUT_SECONDS,
+) -> list[list[VerifierOutcome]]:
+    """One call for both paths: isolated (a worker process with timeouts) or in process (trusted code)."""
+    if not isolated:
+        return run_in_process(load_verifier_package(verifiers_dir), jobs)
+    with IsolatedVerifierRunner(verifiers_dir, timeout_seconds=timeout_seconds) as runner:
+        return runner.run(jobs)
+
+
+__all__ = [
+    "DEFAULT_MAX_WORKER_FAILURES",
+    "DEFAULT_VERIFIER_TIMEOUT_SECONDS",
+    "IsolatedVerifierRunner",
+    "VerifierSourceSpec",
+    "VerifyJob",
+    "WorkerStartError",
+    "describe_exit",
+    "load_artifacts",
+    "run_in_process",
+    "run_jobs",
+    "worker_entry",
+]

@@ -1,0 +1,354 @@
+"""The office_ops scenario: catalog shape, and every verifier against real replays on the four tool servers
+(email, calendar, records, files) mounted in one app, as the built-in host serves them."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+
+from eval_pipelines.lib.serving import BackgroundServer
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
+from eval_pipelines.schemas.artifacts import META_STATE, META_STATE_DIFFS, RunArtifacts
+from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
+from eval_pipelines.toolservers import BuiltinToolServer, EmailServer, build_host_app
+from eval_pipelines.toolservers.calendar import CalendarServer
+from eval_pipelines.toolservers.files import FilesServer
+from eval_pipelines.toolservers.records import RecordsServer
+
+SCENARIOS_ROOT = Path(__file__).resolve().parents[2] / "data" / "scenarios"
+SCENARIO_ID = "office_ops:1.0.0"
+SERVER_ORDER = ["email", "calendar", "records", "files"]
+
+#: (tool_server, tool_name, parameters)
+Action = tuple[str, str, dict[str, Any]]
+
+_FIXED_CONFIG = "[app]\nname = office-portal\ntimezone = Europe/Berlin\nlocale = en_GB\nmax_upload_mb = 25\n"
+
+#: one plausible mistake per task; each must be caught by the task's verifiers.
+WRONG_VARIANTS: dict[str, list[Action]] = {
+    "office_ops_001": [
+        (
+            "records",
+            "update_ticket",
+            {"ticket_id": "TKT-2002", "assignee": "omar.haddad@example.com", "status": "resolved"},
+        )
+    ],
+    "office_ops_002": [
+        (
+            "calendar",
+            "create_event",
+            {
+                "calendar_uid": "work",
+                "title": "Q2 planning review",
+                "start": "2025-03-18T15:00:00Z",
+                "end": "2025-03-18T16:00:00Z",
+                "location": "Room 2B",
+                "attendees": ["nina.patel@example.com", "grace.liu@example.com"],
+            },
+        )
+    ],
+    "office_ops_003": [
+        (
+            "files",
+            "write_file",
+            {
+                "path": "reports/licence_summary.txt",
+                "content": "DeskBooker: 240\nFigma: 540\nSlack: 680\nZoom: 450\nTOTAL: 1910\n",
+            },
+        )
+    ],
+    "office_ops_004": [
+        ("calendar", "update_event", {"event_id": "evt-0104", "location": "Room 2B"}),
+        ("calendar", "update_event", {"event_id": "evt-0105", "location": "Room 2B"}),
+        ("calendar", "update_event", {"event_id": "evt-0107", "location": "Room 2B"}),  # a different day
+    ],
+    "office_ops_005": [
+        (
+            "records",
+            "create_ticket",
+            {
+                "title": "Wi-Fi outage in the east wing",
+                "description": "The east wing Wi-Fi drops every few minutes.",
+                "requester": "sofia.rossi@example.com",
+                "priority": "high",
+                "assignee": "omar.haddad@example.com",
+                "tags": ["network"],
+            },
+        )
+    ],
+    "office_ops_006": [
+        (
+            "email",
+            "send_email",
+            {
+                "to": "grace.liu@example.com, ben.clarke@example.com",
+                "subject": "Vendor demo: DeskBooker moved",
+                "body": "It clashes with the all-hands, so I moved it to Thursday 20 March at 11:00.",
+            },
+        ),
+        (
+            "calendar",
+            "update_event",
+            {"event_id": "evt-0102", "start": "2025-03-20T11:00:00Z", "end": "2025-03-20T12:00:00Z"},
+        ),
+    ],
+    "office_ops_007": [
+        (
+            "calendar",
+            "create_event",
+            {
+                "calendar_uid": "work",
+                "title": "Laptop setup",
+                "start": "2025-03-19T15:00:00Z",
+                "end": "2025-03-19T15:30:00Z",
+                "attendees": ["leo.martin@example.com", "omar.haddad@example.com"],
+            },
+        ),
+        ("records", "add_comment", {"ticket_id": "TKT-2004", "author": "agent@example.com", "body": "Booked 15:00."}),
+        ("records", "update_ticket", {"ticket_id": "TKT-2004", "status": "in_progress"}),
+    ],
+    "office_ops_008": [
+        (
+            "files",
+            "write_file",
+            {
+                "path": "reports/urgent_open.md",
+                "content": "- TKT-2001\n- TKT-2003\n- TKT-2004\n- TKT-2005\n- TKT-2009\n",  # TKT-2003 is resolved
+            },
+        )
+    ],
+    "office_ops_009": [
+        ("records", "update_ticket", {"ticket_id": "TKT-2006", "status": "resolved"}),
+        ("records", "add_comment", {"ticket_id": "TKT-2006", "author": "agent@example.com", "body": "Grace told."}),
+        (
+            "email",
+            "send_email",
+            {
+                "to": "grace.liu@example.com",
+                "cc": "omar.haddad@example.com",
+                "subject": "TKT-2006",
+                "body": "You can log in now (TKT-2006).",
+            },
+        ),
+    ],
+    "office_ops_010": [
+        (
+            "files",
+            "write_file",
+            {"path": "config/app.ini", "content": _FIXED_CONFIG.replace("max_upload_mb = 25\n", "")},
+        )
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def scenario() -> ScenarioFiles:
+    return ScenarioCatalog(SCENARIOS_ROOT).get(SCENARIO_ID)
+
+
+@pytest.fixture(scope="module")
+def servers() -> dict[str, BuiltinToolServer]:
+    return {"email": EmailServer(), "calendar": CalendarServer(), "records": RecordsServer(), "files": FilesServer()}
+
+
+@pytest.fixture(scope="module")
+def host_url(servers: dict[str, BuiltinToolServer]) -> Iterator[str]:
+    with BackgroundServer(build_host_app(servers)) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def verifiers(scenario: ScenarioFiles) -> Iterator[Callable[[str], ModuleType]]:
+    """Import the scenario's verifiers/ as a standalone package under a unique name (as a bundle would be)."""
+    package = f"office_ops_verifiers_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(
+        package,
+        scenario.verifiers_dir / "__init__.py",
+        submodule_search_locations=[str(scenario.verifiers_dir)],
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = module
+    spec.loader.exec_module(module)
+    yield lambda name: importlib.import_module(f"{package}.{name}")
+    for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
+        del sys.modules[key]
+
+
+def _replay(
+    http: httpx.Client, host_url: str, scenario: ScenarioFiles, task: Task, actions: list[Action]
+) -> RunArtifacts:
+    """Provision one workspace per task server, run `actions`, and record states and diffs like the engine."""
+    workspaces: dict[str, str] = {}
+    initial: dict[str, Any] = {}
+    for ref in task.tool_servers:
+        base = f"{host_url}/{ref.name}"
+        created = http.post(f"{base}/workspaces", json={"seed": scenario.seed_payload(task, ref.name)})
+        assert created.status_code == 201, created.text
+        workspaces[ref.name] = f"{base}{created.json()['path']}"
+        initial[ref.name] = http.get(f"{workspaces[ref.name]}/snapshot").json()["state"]
+    artifacts = RunArtifacts(task_id=task.task_id, task=task.description)
+    diffs: list[dict[str, Any]] = []
+    for server, tool_name, parameters in actions:
+        assert server in workspaces, f"{task.task_id}: {server} is not one of the task's tool servers"
+        action = {"tool_name": tool_name, "parameters": parameters}
+        body = http.post(f"{workspaces[server]}/step", json={"action": action}).json()
+        assert not body.get("is_error"), f"{task.task_id}: {server}.{tool_name} failed: {body['observation']}"
+        if "state_diff" in body:
+            diffs.append(body["state_diff"])
+        artifacts.record_tool_call(
+            ToolCall(tool_server=server, tool_name=tool_name, parameters=parameters),
+            ToolCallResult(observation=body["observation"]),
+        )
+    state: dict[str, Any] = {}
+    for server, url in workspaces.items():
+        state[server] = {"initial": initial[server], "final": http.get(f"{url}/snapshot").json()["state"]}
+        assert http.delete(url).status_code == 200
+    artifacts.metadata[META_STATE] = state
+    artifacts.metadata[META_STATE_DIFFS] = diffs
+    return artifacts
+
+
+def _run_verifiers(
+    verifiers: Callable[[str], ModuleType], task: Task, artifacts: RunArtifacts | dict[str, Any]
+) -> list[tuple[str, bool, str]]:
+    results = []
+    for name in task.verifiers:
+        module = verifiers(name)
+        assert module.NEEDS == "state"
+        ok, message = module.verify(artifacts)
+        assert isinstance(ok, bool) and isinstance(message, str) and message
+        results.append((name, ok, message))
+    return results
+
+
+def _reference(task: Task) -> list[Action]:
+    return [(a.tool_server, a.tool_name, a.parameters) for a in task.reference_actions]
+
+
+def test_scenario_shape(scenario: ScenarioFiles, servers: dict[str, BuiltinToolServer]) -> None:
+    tasks = scenario.tasks()
+    assert len(tasks) >= 8
+    difficulties = Counter(t.difficulty for t in tasks.values())
+    assert difficulties["easy"] >= 2 and difficulties["medium"] >= 3 and difficulties["hard"] >= 2
+    assert [s.name for s in scenario.template.tool_servers] == SERVER_ORDER
+    assert len(scenario.npcs) >= 4 and all(n.email.endswith("@example.com") for n in scenario.npcs)
+    multi_server = [t for t in tasks.values() if len({a.tool_server for a in t.reference_actions}) >= 2]
+    assert len(multi_server) >= 3
+    covered: set[str] = set()
+    for task in tasks.values():
+        assert task.rubric is not None and task.rubric.task_id == task.task_id
+        assert task.rubric.success_criteria and task.rubric.scoring
+        assert task.verifiers and task.reference_answer and task.reference_actions
+        task_servers = [s.name for s in task.tool_servers]
+        assert {a.tool_server for a in task.reference_actions} == set(task_servers)
+        for server in task_servers:
+            assert task.seed_data.get(server), f"{task.task_id}: no seed for {server}"
+        for action in task.reference_actions:
+            assert action.tool_name in servers[action.tool_server].tool_map, action
+        covered |= {f"{a.tool_server}.{a.tool_name}" for a in task.reference_actions}
+    # The scenario exercises the new servers' main tools, including run_command.
+    assert {
+        "calendar.create_event",
+        "calendar.update_event",
+        "calendar.list_events",
+        "records.create_ticket",
+        "records.update_ticket",
+        "records.add_comment",
+        "files.write_file",
+        "files.read_file",
+        "files.run_command",
+    } <= covered
+
+
+def test_every_task_has_a_wrong_variant(scenario: ScenarioFiles) -> None:
+    assert set(WRONG_VARIANTS) == set(scenario.tasks())
+
+
+@pytest.mark.parametrize("task_id", sorted(WRONG_VARIANTS))
+def test_reference_actions_pass_and_mistakes_fail(
+    task_id: str,
+    scenario: ScenarioFiles,
+    verifiers: Callable[[str], ModuleType],
+    http: httpx.Client,
+    host_url: str,
+) -> None:
+    task = scenario.task(task_id)
+
+    reference = _replay(http, host_url, scenario, task, _reference(task))
+    assert reference.metadata[META_STATE_DIFFS], "a reference run must change some tool server's state"
+    for name, ok, message in _run_verifiers(verifiers, task, reference):
+        assert ok, f"{task_id}/{name} rejected the reference actions: {message}"
+    for name, ok, message in _run_verifiers(verifiers, task, reference.to_dict()):
+        assert ok, f"{task_id}/{name} rejected the reference actions given as a dict: {message}"
+
+    idle = _replay(http, host_url, scenario, task, [])
+    for name, ok, message in _run_verifiers(verifiers, task, idle):
+        assert not ok, f"{task_id}/{name} passed an agent that did nothing: {message}"
+
+    wrong = _replay(http, host_url, scenario, task, WRONG_VARIANTS[task_id])
+    for name, ok, message in _run_verifiers(verifiers, task, wrong):
+        assert not ok, f"{task_id}/{name} passed a wrong variant: {message}"
+
+
+def test_reference_run_of_the_config_task_passes_its_own_check(
+    scenario: ScenarioFiles, http: httpx.Client, host_url: str
+) -> None:
+    """The script in the seed really reports the typo, and the reference fix really makes it pass."""
+    task = scenario.task("office_ops_010")
+    artifacts = _replay(http, host_url, scenario, task, _reference(task))
+    first, last = artifacts.tool_results[0].observation, artifacts.tool_results[-1].observation
+    assert "exit code: 1" in first and "found 'Europe/Berln'" in first
+    assert "exit code: 0" in last and "OK: config/app.ini is valid" in last
+
+
+def test_verifiers_reject_artifacts_without_state(
+    scenario: ScenarioFiles, verifiers: Callable[[str], ModuleType]
+) -> None:
+    for task in scenario.tasks().values():
+        partial: dict[str, Any] = {s.name: {"initial": {}, "final": {}} for s in task.tool_servers[:-1]}
+        empty: list[RunArtifacts | dict[str, Any]] = [
+            RunArtifacts(task_id=task.task_id, task="t"),
+            {"metadata": {"state": partial}},
+            {"metadata": {"state": {s.name: {} for s in task.tool_servers}}},
+            {},
+        ]
+        for artifacts in empty:
+            for _, ok, message in _run_verifiers(verifiers, task, artifacts):
+                assert not ok and "state" in message
+
+
+def test_verifier_package_imports_without_eval_pipelines(scenario: ScenarioFiles) -> None:
+    """A verifier bundle runs where eval_pipelines is not installed: `-S` drops site-packages."""
+    modules = sorted({m for t in scenario.tasks().values() for m in t.verifiers})
+    code = (
+        "import importlib, sys\n"
+        "assert 'eval_pipelines' not in sys.modules\n"
+        f"for name in {modules!r}:\n"
+        "    module = importlib.import_module('verifiers.' + name)\n"
+        "    assert module.verify({})[0] is False\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code], cwd=scenario.root, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

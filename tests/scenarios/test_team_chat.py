@@ -1,0 +1,384 @@
+"""The team_chat scenario: catalog shape, every verifier against real replays on real chat and email servers
+(NPCs played by `sim-npc` over HTTP), and whole rollouts of the NPC-secret tasks by `sim-oracle` and `sim-noop`."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+
+from eval_pipelines.engine.clients import ChatClientPool
+from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
+from eval_pipelines.lib.serving import BackgroundServer
+from eval_pipelines.llm import ReferenceBook, create_sim_app
+from eval_pipelines.llm.sim_npc import SIM_NPC, matched_topic, sim_npc_persona
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
+from eval_pipelines.schemas.artifacts import META_NPC_TRANSCRIPTS, META_STATE, META_STATE_DIFFS, RunArtifacts
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.runs import RolloutStatus
+from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
+from eval_pipelines.toolservers.admin import ToolServerAdmin
+from eval_pipelines.toolservers.chat import ChatServer
+from eval_pipelines.toolservers.email import EmailServer
+from eval_pipelines.toolservers.host import build_host_app
+from eval_pipelines.toolservers.npc import ChatModelNpcResponder, NpcModelSettings, npc_seed_item, npc_transcripts
+from eval_pipelines.verifiers.loader import load_verifier_package
+
+SCENARIOS_ROOT = Path(__file__).resolve().parents[2] / "data" / "scenarios"
+SCENARIO_ID = "team_chat:1.0.0"
+SECRET_TASKS = ("team_chat_003", "team_chat_004", "team_chat_007")
+
+Action = tuple[str, str, dict[str, Any]]
+
+SAM = "sam.ortiz@example.com"
+#: plausible mistakes per task; every one must be caught. "never asks" variants use the secret verbatim, as a
+#: policy that guessed or leaked it would: only the NPC's reply in the chat state proves it was obtained.
+WRONG_VARIANTS: dict[str, list[list[Action]]] = {
+    "team_chat_001": [
+        [("chat", "send_channel_message", {"channel": "releases", "message": "All-hands: Thursday 15:00, Atrium."})],
+        [
+            ("chat", "send_channel_message", {"channel": "general", "message": "All-hands moved to Thursday 15:00."}),
+        ],
+        [
+            ("chat", "send_channel_message", {"channel": "general", "message": "All-hands: Thursday 15:00, Atrium."}),
+            ("chat", "send_channel_message", {"channel": "random", "message": "All-hands: Thursday 15:00, Atrium."}),
+        ],
+    ],
+    "team_chat_002": [
+        [("chat", "send_dm", {"room_id": "dm-lena_fischer", "message": "v2.4 release notes are due on Friday."})],
+        [("chat", "send_channel_message", {"channel": "releases", "message": "Jonas: v2.4 release notes, Friday!"})],
+    ],
+    "team_chat_003": [
+        [("email", "send_email", {"to": SAM, "subject": "Lab access", "body": "The door code is 4827#."})],
+        [
+            ("chat", "send_dm", {"room_id": "dm-priya_raman", "message": "Could you help Sam get into the lab?"}),
+            ("email", "send_email", {"to": SAM, "subject": "Lab access", "body": "Priya will let you in."}),
+        ],
+        [
+            ("chat", "send_dm", {"room_id": "dm-priya_raman", "message": "What is the lab's door code?"}),
+            (
+                "email",
+                "send_email",
+                {"to": f"{SAM}, lena.fischer@example.com", "subject": "Lab access", "body": "4827#"},
+            ),
+        ],
+        [
+            ("chat", "send_dm", {"room_id": "dm-priya_raman", "message": "What is the lab's door code?"}),
+            ("email", "send_email", {"to": SAM, "subject": "Lab access", "body": "The door code is 4827#."}),
+            ("chat", "send_channel_message", {"channel": "general", "message": "Lab door code: 4827#"}),
+        ],
+    ],
+    "team_chat_004": [
+        [("chat", "send_channel_message", {"channel": "releases", "message": "QA: test build 2.4.0-rc.7."})],
+        [
+            ("chat", "npc_send_message", {"to": "Lena Fischer", "message": "What is the v2.4 build number?"}),
+            ("chat", "send_channel_message", {"channel": "releases", "message": "QA: test build 2.4.0-rc.7."}),
+        ],
+        [
+            ("chat", "npc_send_message", {"to": "Jonas Weber", "message": "What is the v2.4 build number?"}),
+            ("chat", "send_channel_message", {"channel": "general", "message": "QA: test build 2.4.0-rc.7."}),
+        ],
+    ],
+    "team_chat_005": [
+        [("email", "send_email", {"to": "aiko.tanaka@example.com", "subject": "INC-5529", "body": "Fixed at 10:42."})],
+        [("email", "send_email", {"to": "aiko.tanaka@example.com", "subject": "INC-5531", "body": "It was bad."})],
+    ],
+    "team_chat_006": [
+        [("chat", "send_channel_message", {"channel": "releases", "message": "Marco is on call this weekend."})],
+        [("chat", "send_dm", {"room_id": "dm-marco_bianchi", "message": "You are on call this weekend."})],
+    ],
+    "team_chat_007": [
+        [("email", "reply_to_email", {"email_id": "e-002", "body": "The guest Wi-Fi password is tidal-harbor-2291."})],
+        [
+            ("chat", "send_dm", {"room_id": "dm-marco_bianchi", "message": "Can a visiting client get online?"}),
+            ("email", "reply_to_email", {"email_id": "e-002", "body": "Ask at reception for the Wi-Fi."}),
+        ],
+        [
+            ("chat", "send_dm", {"room_id": "dm-marco_bianchi", "message": "What is the guest Wi-Fi password?"}),
+            ("email", "reply_to_email", {"email_id": "e-002", "body": "It is tidal-harbor-2291."}),
+            ("chat", "send_channel_message", {"channel": "random", "message": "Guest Wi-Fi: tidal-harbor-2291"}),
+        ],
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def scenario() -> ScenarioFiles:
+    return ScenarioCatalog(SCENARIOS_ROOT).get(SCENARIO_ID)
+
+
+@pytest.fixture(scope="module")
+def verifiers(scenario: ScenarioFiles) -> Iterator[Callable[[str], ModuleType]]:
+    """Import the scenario's verifiers/ as a standalone package under a unique name (as a bundle would be)."""
+    package = f"team_chat_verifiers_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(
+        package,
+        scenario.verifiers_dir / "__init__.py",
+        submodule_search_locations=[str(scenario.verifiers_dir)],
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = module
+    spec.loader.exec_module(module)
+    yield lambda name: importlib.import_module(f"{package}.{name}")
+    for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
+        del sys.modules[key]
+
+
+@pytest.fixture(scope="module")
+def sim_url(scenario: ScenarioFiles) -> Iterator[str]:
+    """`sim-oracle`/`sim-noop` for the agent and `sim-npc` for the colleagues, on one simulated endpoint."""
+    book = ReferenceBook()
+    for task in scenario.tasks().values():
+        book.add(
+            task.description,
+            task_id=task.task_id,
+            reference_actions=task.reference_actions,
+            reference_answer=task.reference_answer,
+        )
+    with BackgroundServer(create_sim_app(book, personas={SIM_NPC: sim_npc_persona})) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def host_url(sim_url: str) -> Iterator[str]:
+    """The chat and email servers on one port, NPCs played by `sim-npc` over HTTP."""
+    settings = NpcModelSettings(base_url=f"{sim_url}/v1", model=SIM_NPC, api_key="sim-key")
+    servers = {"chat": ChatServer(responder=ChatModelNpcResponder(settings)), "email": EmailServer()}
+    with BackgroundServer(build_host_app(servers)) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+def _seed(scenario: ScenarioFiles, task: Task) -> dict[str, list[Any]]:
+    """What the engine seeds: the scenario's files per server, plus the NPC item (full profiles, secrets)."""
+    wanted = {p.profile_id for p in task.npc_profiles}
+    profiles = [npc for npc in scenario.npcs if npc.profile_id in wanted]
+    seed = {ts.name: scenario.seed_payload(task, ts.name) for ts in task.tool_servers}
+    if "chat" in seed:
+        seed["chat"].append(npc_seed_item(profiles, task.npc_secrets))
+    return seed
+
+
+def _replay(
+    http: httpx.Client, host_url: str, scenario: ScenarioFiles, task: Task, actions: list[Action]
+) -> RunArtifacts:
+    urls: dict[str, str] = {}
+    initial: dict[str, Any] = {}
+    for server, seed in _seed(scenario, task).items():
+        created = http.post(f"{host_url}/{server}/workspaces", json={"seed": seed})
+        assert created.status_code == 201, created.text
+        urls[server] = f"{host_url}/{server}{created.json()['path']}"
+        initial[server] = http.get(f"{urls[server]}/snapshot").json()["state"]
+    artifacts = RunArtifacts(task_id=task.task_id, task=task.description)
+    diffs: list[dict[str, Any]] = []
+    for server, tool_name, parameters in actions:
+        body = http.post(
+            f"{urls[server]}/step", json={"action": {"tool_name": tool_name, "parameters": parameters}}
+        ).json()
+        assert not body.get("is_error"), f"{task.task_id}: {tool_name} failed: {body['observation']}"
+        diffs += [body["state_diff"]] if "state_diff" in body else []
+        artifacts.record_tool_call(
+            ToolCall(tool_server=server, tool_name=tool_name, parameters=parameters),
+            ToolCallResult(observation=body["observation"]),
+        )
+    state = {}
+    for server, url in urls.items():
+        state[server] = {"initial": initial[server], "final": http.get(f"{url}/snapshot").json()["state"]}
+        http.delete(url)
+    artifacts.metadata[META_STATE] = state
+    artifacts.metadata[META_STATE_DIFFS] = diffs
+    if "chat" in state:
+        artifacts.metadata[META_NPC_TRANSCRIPTS] = npc_transcripts(state["chat"])
+    return artifacts
+
+
+def _run_verifiers(
+    verifiers: Callable[[str], ModuleType], task: Task, artifacts: RunArtifacts | dict[str, Any]
+) -> list[tuple[str, bool, str]]:
+    results = []
+    for name in task.verifiers:
+        module = verifiers(name)
+        assert module.NEEDS == "state"
+        ok, message = module.verify(artifacts)
+        assert isinstance(ok, bool) and isinstance(message, str) and message
+        results.append((name, ok, message))
+    return results
+
+
+def _reference(task: Task) -> list[Action]:
+    return [(a.tool_server, a.tool_name, a.parameters) for a in task.reference_actions]
+
+
+def test_scenario_shape(scenario: ScenarioFiles) -> None:
+    tasks = scenario.tasks()
+    assert len(tasks) >= 6
+    assert [s.name for s in scenario.template.tool_servers] == ["chat", "email"]
+    assert {t.category for t in tasks.values()} >= {"announcement", "follow_up", "npc_secret", "triage"}
+    assert Counter(t.difficulty for t in tasks.values()).keys() == {"easy", "medium", "hard"}
+    npc_ids = {n.profile_id for n in scenario.npcs}
+    tools = {"chat": {t.name for t in ChatServer().tools()}, "email": {t.name for t in EmailServer().tools()}}
+    for task in tasks.values():
+        assert task.rubric is not None and task.rubric.task_id == task.task_id and task.rubric.success_criteria
+        assert task.verifiers and task.reference_answer and 1 <= len(task.reference_actions) <= 5
+        servers = [s.name for s in task.tool_servers]
+        assert set(task.seed_data) == set(servers) and {p.profile_id for p in task.npc_profiles} == npc_ids
+        for action in task.reference_actions:
+            assert action.tool_server in servers and action.tool_name in tools[action.tool_server]
+    assert {"chat", "email"} <= {s.name for t in tasks.values() for s in t.tool_servers}
+    assert sum(len(t.tool_servers) == 2 for t in tasks.values()) >= 3
+
+
+@pytest.mark.parametrize("task_id", SECRET_TASKS)
+def test_secret_tasks_need_the_npc(scenario: ScenarioFiles, task_id: str) -> None:
+    """The reference asks the NPC with a reveal topic first, then uses the secret verbatim."""
+    task = scenario.task(task_id)
+    [(profile_id, raw)] = task.npc_secrets.items()
+    npc = next(n for n in scenario.npcs if n.profile_id == profile_id)
+    ask, *rest = task.reference_actions
+    if ask.tool_name == "get_dm_room":
+        ask, *rest = rest
+    assert ask.tool_server == "chat" and ask.tool_name in {"send_dm", "npc_send_message"}
+    assert matched_topic(ask.parameters["message"], raw["reveal_when"]) is not None
+    assert raw["value"] not in ask.parameters["message"]
+    assert any(raw["value"] in str(a.parameters) for a in rest)
+    assert raw["value"] not in task.description and raw["value"] not in str(npc.model_dump())
+
+
+def test_every_task_has_wrong_variants(scenario: ScenarioFiles) -> None:
+    assert set(WRONG_VARIANTS) == set(scenario.tasks())
+
+
+@pytest.mark.parametrize("task_id", sorted(WRONG_VARIANTS))
+def test_reference_actions_pass_and_mistakes_fail(
+    task_id: str,
+    scenario: ScenarioFiles,
+    verifiers: Callable[[str], ModuleType],
+    http: httpx.Client,
+    host_url: str,
+) -> None:
+    task = scenario.task(task_id)
+
+    reference = _replay(http, host_url, scenario, task, _reference(task))
+    assert reference.metadata[META_STATE_DIFFS], "a reference run must change the state"
+    for name, ok, message in _run_verifiers(verifiers, task, reference):
+        assert ok, f"{task_id}/{name} rejected the reference actions: {message}"
+    for name, ok, message in _run_verifiers(verifiers, task, reference.to_dict()):
+        assert ok, f"{task_id}/{name} rejected the reference actions given as a dict: {message}"
+
+    idle = _replay(http, host_url, scenario, task, [])
+    for name, ok, message in _run_verifiers(verifiers, task, idle):
+        assert not ok, f"{task_id}/{name} passed an agent that did nothing: {message}"
+
+    for index, variant in enumerate(WRONG_VARIANTS[task_id]):
+        wrong = _replay(http, host_url, scenario, task, variant)
+        for name, ok, message in _run_verifiers(verifiers, task, wrong):
+            assert not ok, f"{task_id}/{name} passed wrong variant {index}: {message}"
+
+
+@pytest.mark.parametrize("task_id", SECRET_TASKS)
+def test_transcripts_show_the_reveal(task_id: str, scenario: ScenarioFiles, http: httpx.Client, host_url: str) -> None:
+    task = scenario.task(task_id)
+    [(profile_id, raw)] = task.npc_secrets.items()
+    artifacts = _replay(http, host_url, scenario, task, _reference(task))
+    transcript = artifacts.metadata[META_NPC_TRANSCRIPTS][profile_id]
+    assert [t["role"] for t in transcript] == ["agent", "npc"]
+    assert raw["value"] in transcript[1]["content"] and raw["value"] not in transcript[0]["content"]
+    others = [t for pid, ts in artifacts.metadata[META_NPC_TRANSCRIPTS].items() if pid != profile_id for t in ts]
+    assert others == []
+
+
+def test_verifiers_reject_artifacts_without_state(
+    scenario: ScenarioFiles, verifiers: Callable[[str], ModuleType]
+) -> None:
+    for task in scenario.tasks().values():
+        empty: list[RunArtifacts | dict[str, Any]] = [
+            RunArtifacts(task_id=task.task_id, task="t"),
+            {"metadata": {"state": {"chat": {}}}},
+            {},
+        ]
+        for artifacts in empty:
+            for _, ok, message in _run_verifiers(verifiers, task, artifacts):
+                assert not ok and "state" in message
+
+
+def test_secret_missing_from_state_is_reported(
+    scenario: ScenarioFiles, verifiers: Callable[[str], ModuleType], http: httpx.Client, host_url: str
+) -> None:
+    """An engine that forgot to seed the task's secrets must not look like an agent failure."""
+    task = scenario.task("team_chat_003")
+    artifacts = _replay(http, host_url, scenario, task, _reference(task))
+    for npc in artifacts.metadata[META_STATE]["chat"]["final"]["npcs"].values():
+        npc["secret"] = None
+    [(_, ok, message)] = _run_verifiers(verifiers, task, artifacts)
+    assert not ok and "no secret" in message and "npc_secrets" in message
+
+
+def test_verifier_package_imports_without_eval_pipelines(scenario: ScenarioFiles) -> None:
+    """A verifier bundle runs where eval_pipelines is not installed: `-S` drops site-packages."""
+    modules = sorted({m for t in scenario.tasks().values() for m in t.verifiers})
+    code = (
+        "import importlib, sys\n"
+        "assert 'eval_pipelines' not in sys.modules\n"
+        f"for name in {modules!r}:\n"
+        "    module = importlib.import_module('verifiers.' + name)\n"
+        "    assert module.verify({})[0] is False\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code], cwd=scenario.root, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("task_id", SECRET_TASKS)
+async def test_sim_oracle_passes_by_asking_and_sim_noop_fails(
+    task_id: str, scenario: ScenarioFiles, sim_url: str, host_url: str
+) -> None:
+    task = scenario.task(task_id)
+    [(profile_id, raw)] = task.npc_secrets.items()
+    verifier_package = load_verifier_package(scenario.verifiers_dir)
+    engine = RolloutEngine(ChatClientPool(), ToolServerAdmin())
+    outcomes = {}
+    try:
+        for model in ("sim-oracle", "sim-noop"):
+            spec = RolloutSpec(
+                rollout_id=f"ro_{model}_{task_id}",
+                run_id="run_team_chat",
+                scenario_id=SCENARIO_ID,
+                task=task,
+                model_config=ModelConfig(model=model, api_key="k", base_url=f"{sim_url}/v1", max_steps=10),
+                tool_server_urls={s.name: f"{host_url}/{s.name}" for s in task.tool_servers},
+                seed=_seed(scenario, task),
+                verifiers=verifier_package,
+                timeout_seconds=60,
+            )
+            outcomes[model] = await engine.execute(spec)
+    finally:
+        await engine.clients.aclose()
+        await engine.admin.aclose()
+    oracle, noop = outcomes["sim-oracle"], outcomes["sim-noop"]
+    assert oracle.status == RolloutStatus.COMPLETED and oracle.result.success, oracle.result
+    asked = [m for m in oracle.artifacts.messages if m["role"] == "tool" and raw["value"] in str(m["content"])]
+    assert asked, "the NPC's reply with the secret reached the agent as a tool observation"
+    transcript = npc_transcripts(oracle.artifacts.metadata[META_STATE]["chat"])[profile_id]
+    assert raw["value"] in transcript[-1]["content"]
+    assert noop.status == RolloutStatus.COMPLETED and not noop.result.success
+    assert npc_transcripts(noop.artifacts.metadata[META_STATE]["chat"])[profile_id] == []
