@@ -20,6 +20,8 @@ from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError
 from eval_pipelines.sweeps import ConfigError, default_sweep_id, load_sweep, model_config_for, run_name
 
 EXIT_USER_ERROR = 2
+PARTITION_STEPS = ("eval_run", "rollouts", "verification")
+ASSESSMENT_STEPS = ("assessment_dataset", "judgements")
 #: The progress bar is the CLI's view of a sweep; Dagster's own event stream stays in its storage and UI.
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -50,7 +52,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         TimeRemainingColumn,
     )
 
-    from eval_pipelines.definitions import build_assets
+    from eval_pipelines.definitions import assets_by_name
     from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
     from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
     from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
@@ -58,7 +60,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from eval_pipelines.service.embedded import EmbeddedEvaluationService
 
     console = Console(stderr=True)
-    *partition_assets, eval_catalog = build_assets()
+    assets = assets_by_name()
+    partition_assets = [assets[k] for k in PARTITION_STEPS + (() if args.skip_assessment else ASSESSMENT_STEPS)]
+    eval_catalog = assets["eval_catalog"]
     config_path = Path(args.config).resolve()
     sweep = load_sweep(config_path)
     catalog = ScenarioCatalog()
@@ -198,18 +202,34 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run a local service in the foreground; each service parses its own options."""
+    if args.service == "platform":
+        from eval_pipelines.platform.serve import main as serve_platform
+
+        return serve_platform(args.options)
+    raise UserError(f"unknown service {args.service!r}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eval-pipelines", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sweep = sub.add_parser("sweep", help="run a model-comparison sweep through Dagster and print pass rates")
     sweep.add_argument("--config", default=str(sweeps_dir() / "default.yaml"))
     sweep.add_argument("--sweep-id", default=None, help="default: <sweep name>-<UTC date>; re-runs resume it")
+    sweep.add_argument(
+        "--skip-assessment", action="store_true", help="do not send verified rollouts to the assessment platform"
+    )
     sweep.set_defaults(func=cmd_sweep)
     sql = sub.add_parser("sql", help="run a read-only SQL query against data/eval.duckdb")
     sql.add_argument("query")
     sql.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
     sql.add_argument("--db", default=None)
     sql.set_defaults(func=cmd_sql)
+    serve = sub.add_parser("serve", help="run a local service: platform (spec 002)")
+    serve.add_argument("service", choices=("platform",))
+    serve.add_argument("options", nargs=argparse.REMAINDER, help="the service's own options (see --help after it)")
+    serve.set_defaults(func=cmd_serve)
     return parser
 
 

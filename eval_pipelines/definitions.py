@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from eval_pipelines.defs.assessment.assets import ASSESSMENT_ASSETS
 from eval_pipelines.defs.evals.assets import (
     build_scores_check,
     build_verification_asset,
@@ -18,10 +19,15 @@ from eval_pipelines.scenarios.catalog import ScenarioCatalog
 
 
 def build_assets() -> list[dg.AssetsDefinition]:
-    """The sweep's assets, unbound. `verification`'s code version is read from the verifier sources each time
+    """The assets, unbound, in a stable order: eval_run, rollouts, verification, eval_catalog, then the
+    assessment assets. `verification`'s code version is read from the verifier sources each time
     this runs (each code-location load), which is what lets a verifier edit trigger re-verification."""
     verification = build_verification_asset(verifiers_code_version(ScenarioCatalog()))
-    return [eval_run, rollouts, verification, eval_catalog]
+    return [eval_run, rollouts, verification, eval_catalog, *ASSESSMENT_ASSETS]
+
+
+def assets_by_name() -> dict[str, dg.AssetsDefinition]:
+    return {a.key.to_user_string(): a for a in build_assets()}
 
 
 def build_definitions() -> dg.Definitions:

@@ -47,6 +47,15 @@ class DatasetRow(StrictModel):
         return value
 
 
+class DatasetUploadResult(WireModel):
+    """The general upload's answer: the deployed platform returns the stored rows with ids, the documented one
+    `{dataset_id, message}`; whichever arrives fills this."""
+
+    rows: list[StoredDatasetRow] = Field(default_factory=list)
+    dataset_id: str | None = None
+    message: str | None = None
+
+
 class StoredDatasetRow(WireModel):
     id: str
     conv_prefix: list[ConversationMessage]
@@ -104,6 +113,8 @@ class AssessRunRequest(StrictModel):
 class JudgeScore(WireModel):
     score: float
     rationale: str = ""
+    #: the verdict's category; sent by the local platform, absent from the spec's example
+    category: str | None = None
 
 
 class EvaluationEntry(WireModel):
@@ -111,8 +122,18 @@ class EvaluationEntry(WireModel):
     conversation_total_turns: int
 
 
+class JudgeAggregate(WireModel):
+    rows: int
+    mean_score: float
+    min_score: float
+    max_score: float
+
+
 class AssessRunData(WireModel):
     evaluation_result: list[EvaluationEntry]
+    #: per judge name, when `roll_data` was true (local platform; the hosted one shows these in its dashboard)
+    aggregate: dict[str, JudgeAggregate] | None = None
+    evaluation_id: str | None = None
 
 
 class AssessRunResponse(WireModel):

@@ -77,13 +77,20 @@ class Warehouse:
             / f"{_check_part('file_stem', file_stem)}{PARQUET_SUFFIX}"
         )
 
-    def tasks_path(self, scenario_key: str) -> Path:
+    def scenario_path(self, table_name: str, *, scenario_key: str, file_stem: str) -> Path:
+        """`<root>/<table>/scenario=<s>/<stem>.parquet` for the tables partitioned by scenario only."""
+        spec = table_spec(table_name)
+        if spec.partition_by != (HIVE_SCENARIO,):
+            raise ValueError(f"table {table_name!r} is not partitioned by scenario only")
         return (
             self.root
-            / TASKS.name
+            / spec.name
             / f"{HIVE_SCENARIO}={_check_part('scenario_key', scenario_key)}"
-            / f"{TASKS_FILE_STEM}{PARQUET_SUFFIX}"
+            / f"{_check_part('file_stem', file_stem)}{PARQUET_SUFFIX}"
         )
+
+    def tasks_path(self, scenario_key: str) -> Path:
+        return self.scenario_path(TASKS.name, scenario_key=scenario_key, file_stem=TASKS_FILE_STEM)
 
     def write(self, table_name: str, table: pa.Table, *, model_key: str, scenario_key: str, file_stem: str) -> Path:
         """Write (or atomically replace) one file of a model x scenario partitioned table."""
@@ -91,10 +98,14 @@ class Warehouse:
         self._check_schema(table_name, table)
         return self._atomic_write(table, target)
 
-    def write_tasks(self, table: pa.Table, scenario_key: str) -> Path:
-        target = self.tasks_path(scenario_key)
-        self._check_schema(TASKS.name, table)
+    def write_scenario_table(self, table_name: str, table: pa.Table, *, scenario_key: str, file_stem: str) -> Path:
+        """Idempotent like `write`, for the tables partitioned by scenario only (tasks, synthetic_rows)."""
+        target = self.scenario_path(table_name, scenario_key=scenario_key, file_stem=file_stem)
+        self._check_schema(table_name, table)
         return self._atomic_write(table, target)
+
+    def write_tasks(self, table: pa.Table, scenario_key: str) -> Path:
+        return self.write_scenario_table(TASKS.name, table, scenario_key=scenario_key, file_stem=TASKS_FILE_STEM)
 
     def remove(self, table_name: str, *, model_key: str, scenario_key: str, file_stem: str) -> bool:
         """Delete one file; True if it existed. Empty partition folders are kept (harmless to the globs)."""

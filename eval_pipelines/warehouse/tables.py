@@ -208,8 +208,54 @@ VERIFICATIONS = TableSpec(
     ),
 )
 
+JUDGEMENTS = TableSpec(
+    name="judgements",
+    doc="One row per judge verdict on a rollout's final response, from the assessment platform. Re-judging "
+    "appends rows with a newer `judged_at`; `judgements_latest` keeps the newest per rollout and judge kind.",
+    partition_by=(HIVE_MODEL, HIVE_SCENARIO),
+    columns=(
+        ColumnSpec("sweep_id", _S, "Sweep that launched the rollout."),
+        ColumnSpec("rollout_id", _S, "Rollout judged."),
+        ColumnSpec("scenario_id", _S, "Raw scenario id."),
+        ColumnSpec("task_id", _S, "Task id within the scenario."),
+        ColumnSpec("model_name", _S, "The judged agent model's name in the sweep config."),
+        ColumnSpec("judge", _S, "Judge name on the platform (unique in its space)."),
+        ColumnSpec("judge_id", _S, "Judge id on the platform."),
+        ColumnSpec("judge_kind", _S, "`quality` (higher is better) or `safety` (higher is MORE concerning)."),
+        ColumnSpec("judge_model", _S, "The judge's backing model_name (`veritas`, `collinear_guard`, ...)."),
+        ColumnSpec("score", pa.float64(), "Judge score, 1..10 on the local platform."),
+        ColumnSpec("category", _S, "Verdict category (e.g. `helpful`, `weapons`); null when none.", nullable=True),
+        ColumnSpec("rationale", _S, "The judge's rationale; `[simulated]` first for the simulated judges."),
+        ColumnSpec(
+            "ground_truth",
+            pa.int32(),
+            "Label uploaded with the row: 1 the verifiers passed, 0 failed, null not verified.",
+            nullable=True,
+        ),
+        ColumnSpec("dataset_id", _S, "Platform dataset the row was uploaded to.", nullable=True),
+        ColumnSpec("judged_at", TIMESTAMP_UTC, "When the assessment ran."),
+    ),
+)
+
+SYNTHETIC_ROWS = TableSpec(
+    name="synthetic_rows",
+    doc="Synthetic dataset rows generated from a scenario's seed examples. Partitioned by scenario only.",
+    partition_by=_BY_SCENARIO,
+    columns=(
+        ColumnSpec("scenario_id", _S, "Raw scenario id whose seed examples were expanded."),
+        ColumnSpec("row_index", pa.int32(), "Position of the row in the generation's answer, from 0."),
+        ColumnSpec("model_id", _S, "Generator model id on the platform."),
+        ColumnSpec("prompt", _S, "Instruction given to the generator."),
+        ColumnSpec("original_json", _S, "The seed example the row was expanded from, as JSON."),
+        ColumnSpec("generated_json", _S, "The generated row, as JSON (same keys as the example)."),
+        ColumnSpec("generated_at", TIMESTAMP_UTC, "When the rows were generated."),
+    ),
+)
+
+
 TABLE_SPECS: dict[str, TableSpec] = {
-    t.name: t for t in (ROLLOUTS, TASKS, MESSAGES, TOOL_CALLS, STATE_DIFFS, VERIFICATIONS)
+    t.name: t
+    for t in (ROLLOUTS, TASKS, MESSAGES, TOOL_CALLS, STATE_DIFFS, VERIFICATIONS, JUDGEMENTS, SYNTHETIC_ROWS)
 }
 TABLES: dict[str, pa.Schema] = {name: spec.schema for name, spec in TABLE_SPECS.items()}
 COLUMN_DOCS: dict[str, dict[str, str]] = {name: spec.column_docs for name, spec in TABLE_SPECS.items()}

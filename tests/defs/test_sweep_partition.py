@@ -87,9 +87,13 @@ def test_partition_writes_rows_and_rerun_resumes(setup: tuple[dg.DagsterInstance
 def test_asset_graph_and_partitions() -> None:
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {"eval_run", "rollouts", "verification", "eval_catalog"}
+    assert {"eval_run", "rollouts", "verification", "eval_catalog"} <= keys
+    assert {"assessment_dataset", "judgements", "synthetic_rows"} <= keys
     assert graph.get(dg.AssetKey("rollouts")).parent_keys == {dg.AssetKey("eval_run")}
     assert graph.get(dg.AssetKey("verification")).parent_keys == {dg.AssetKey("rollouts")}
-    assert graph.get(dg.AssetKey("eval_catalog")).parent_keys == {dg.AssetKey("verification")}
+    assert graph.get(dg.AssetKey("eval_catalog")).parent_keys == {
+        dg.AssetKey("verification"),
+        dg.AssetKey("judgements"),
+    }
     assert graph.get(dg.AssetKey("rollouts")).partitions_def == SCENARIO_MODEL
     assert SCENARIO_MODEL.partition_dimension_names == ["model", "scenario"]

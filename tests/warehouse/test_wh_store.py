@@ -82,7 +82,7 @@ def test_bad_keys_and_tables_are_rejected(tmp_path: Path, f: ModuleType) -> None
     with pytest.raises(ValueError, match="scenario_key"):
         wh.write("verifications", table, model_key="m", scenario_key="email:v1", file_stem="x")
     with pytest.raises(KeyError, match="unknown warehouse table"):
-        wh.files("judgements")
+        wh.files("no_such_table")
     with pytest.raises(ValueError, match="write_tasks"):
         wh.write("tasks", tasks_table("s", []), model_key="m", scenario_key="s", file_stem="x")
 

@@ -239,7 +239,7 @@ def _scores_check() -> dg.AssetChecksDefinition:
 
 @dg.asset(
     group_name=GROUP,
-    deps=["verification"],
+    deps=["verification", "judgements"],
     kinds={"duckdb"},
     automation_condition=dg.AutomationCondition.eager(),
     description="DuckDB catalog (data/eval.duckdb): views over every Parquet table plus pass_rates and the metric "

@@ -1,0 +1,69 @@
+"""Assessment-platform assets (spec 002): verified rollouts become dataset rows, judges score them, and seed
+examples grow into synthetic rows. Offline they run against the embedded local platform (simulated judges);
+with PLATFORM_URL/PLATFORM_TOKEN/PLATFORM_SPACE_ID set, against a hosted one."""
+
+import dagster as dg
+
+from eval_pipelines.defs.evals.assets import LLM_POOL
+from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, SCENARIOS, keys_of
+from eval_pipelines.defs.evals.resources import EvalPaths
+from eval_pipelines.pipeline.assessment import assessment_dataset_step, judgements_step, synthetic_rows_step
+from eval_pipelines.warehouse.store import Warehouse
+
+GROUP = "assessment"
+
+
+@dg.asset(
+    partitions_def=SCENARIO_MODEL,
+    group_name=GROUP,
+    deps=[dg.AssetKey("verification")],
+    kinds={"python"},
+    automation_condition=dg.AutomationCondition.eager(),
+    description="Uploads the partition's verified rollouts to the assessment platform as dataset rows "
+    "(conv_prefix, the final assistant turn as response, ground_truth from the verifiers).",
+)
+def assessment_dataset(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+    model_key, scenario_key = keys_of(context)
+    manifest = assessment_dataset_step(paths.root, Warehouse(paths.warehouse), model_key, scenario_key)
+    if manifest is None:
+        return dg.MaterializeResult(metadata={"rows": 0})
+    return dg.MaterializeResult(metadata={"dataset_id": manifest.dataset_id, "rows": len(manifest.rows)})
+
+
+@dg.asset(
+    partitions_def=SCENARIO_MODEL,
+    group_name=GROUP,
+    deps=[assessment_dataset],
+    kinds={"parquet"},
+    pool=LLM_POOL,
+    automation_condition=dg.AutomationCondition.eager(),
+    description="Scores every uploaded row with a quality judge and a safety judge (higher = more concerning) "
+    "and writes the judgements table.",
+)
+def judgements(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+    model_key, scenario_key = keys_of(context)
+    summary = judgements_step(paths.root, Warehouse(paths.warehouse), model_key, scenario_key)
+    if summary is None:
+        return dg.MaterializeResult(metadata={"rows": 0})
+    return dg.MaterializeResult(
+        metadata={
+            "rows": summary.table.num_rows,
+            **{f"mean_score/{kind}": round(score, 3) for kind, score in summary.mean_scores.items()},
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=SCENARIOS,
+    group_name=GROUP,
+    kinds={"parquet"},
+    pool=LLM_POOL,
+    description="Expands the scenario's seed examples into synthetic rows (synthetic-data generation).",
+)
+def synthetic_rows(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+    scenario = paths.catalog().get(context.partition_key)
+    rows = synthetic_rows_step(paths.root, Warehouse(paths.warehouse), scenario)
+    return dg.MaterializeResult(metadata={"rows": rows, "scenario_id": scenario.scenario_id})
+
+
+ASSESSMENT_ASSETS = [assessment_dataset, judgements, synthetic_rows]
