@@ -31,6 +31,7 @@ app it is mounted in for up to its timeout (60 s at most).
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import contextlib
 import copy
@@ -443,6 +444,16 @@ class FilesServer(BuiltinToolServer):
         result: str = handler(root, **params)
         if self.mutates(tool_name):
             self.refresh(ctx.state)
+        return result
+
+    async def acall(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
+        """`run_command` waits on a subprocess for up to its timeout: it runs on a worker thread so the event loop
+        keeps serving every other workspace, and the state is refreshed after the last await (see base.acall)."""
+        if tool_name != "run_command":
+            return self.call(ctx, tool_name, params)
+        root = self.workspace_root(ctx.state)
+        result = await asyncio.to_thread(self._tool_run_command, root, **params)
+        self.refresh(ctx.state)
         return result
 
     def _tool_read_file(self, root: Path, path: str) -> str:

@@ -395,3 +395,38 @@ async def test_concurrent_workspaces_are_isolated(files_url: str) -> None:
         assert f"workspace {n}\n{n}\n" in listing
         assert sorted(snapshot["files"]) == ["README.md", "mine.txt", "src/app.py"]
         assert snapshot["files"]["mine.txt"]["content"] == f"workspace {n}\n{n}\n"
+
+
+async def test_a_long_command_does_not_stall_other_workspaces() -> None:
+    """run_command waits off the event loop: another workspace's calls are answered meanwhile."""
+    import asyncio
+    import time
+
+    import httpx
+
+    from eval_pipelines.lib.serving import BackgroundServer
+    from eval_pipelines.toolservers.app import create_app
+    from eval_pipelines.toolservers.files import FilesServer
+
+    with BackgroundServer(create_app(FilesServer())) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            slow = (await http.post("/workspaces", json={"seed": []})).json()["path"]
+            fast = (await http.post("/workspaces", json={"seed": []})).json()["path"]
+            sleeper = asyncio.ensure_future(
+                http.post(
+                    f"{slow}/step",
+                    json={
+                        "action": {
+                            "tool_name": "run_command",
+                            "parameters": {"command": "sleep 2", "timeout_seconds": 5},
+                        }
+                    },
+                )
+            )
+            await asyncio.sleep(0.3)
+            started = time.monotonic()
+            listing = await http.post(f"{fast}/step", json={"action": {"tool_name": "list_dir", "parameters": {}}})
+            answered_after = time.monotonic() - started
+            assert listing.status_code == 200 and not sleeper.done()
+            assert answered_after < 1.0  # answered while the other workspace's command still runs
+            assert "exit code: 0" in (await sleeper).json()["observation"]
