@@ -42,13 +42,13 @@ from eval_pipelines.schemas.runs import (
     TerminationReason,
     TokenUsage,
 )
-from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.schemas.scenarios import NpcProfile, Task
 from eval_pipelines.schemas.tools import DiffScope
 from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
 from eval_pipelines.toolservers.chat import ChatServer
 from eval_pipelines.toolservers.diff import diff_states
-from eval_pipelines.toolservers.npc import npc_configure_settings, npc_transcripts
+from eval_pipelines.toolservers.npc import npc_configure_settings, npc_seed_item, npc_transcripts
 from eval_pipelines.verifiers.loader import VerifierPackage
 from eval_pipelines.verifiers.protocol import combine, verify_task
 
@@ -93,6 +93,8 @@ class RolloutSpec:
     mcp_servers: tuple[McpServerSpec, ...] = ()
     #: the model that plays the task's NPCs (simulated users); None leaves NPCs to the tool server's default.
     user_model_config: ModelConfig | None = None
+    #: the scenario's full NPC profiles (with public_info) for the task's NPCs; default: the task's own list.
+    npc_profiles: tuple[NpcProfile, ...] = ()
 
     @property
     def instruction(self) -> str:
@@ -144,7 +146,7 @@ class RolloutEngine:
         clients: ChatClientPool,
         admin: ToolServerAdmin,
         agent_factory: AgentFactory = default_agent_factory,
-        tool_timeout_seconds: float = 30.0,
+        tool_timeout_seconds: float = 90.0,
     ) -> None:
         self.clients = clients
         self.admin = admin
@@ -185,7 +187,7 @@ class RolloutEngine:
                     workspaces[server] = await self.admin.create_workspace(base, seed=[])
                 observer.phase(RolloutPhase.SEEDING)
                 for server in servers:
-                    await self.admin.seed(workspaces[server], spec.seed.get(server, []))
+                    await self.admin.seed(workspaces[server], self._seed_for(spec, server))
                     initial[server] = await self.admin.snapshot(workspaces[server])
                 if spec.user_model_config is not None and NPC_SERVER in workspaces:
                     # The NPCs' model (with its key) lives in the tool server's memory for this workspace only.
@@ -226,6 +228,16 @@ class RolloutEngine:
                 # Cleanup is best effort: the result is already decided and a stale workspace only costs memory.
                 with contextlib.suppress(WorkspaceError):
                     await self.admin.delete_workspace(url)
+
+    @staticmethod
+    def _seed_for(spec: RolloutSpec, server: str) -> list[Any]:
+        """The server's seed files; the NPC server also gets the task's NPCs and their secrets, last."""
+        seed = list(spec.seed.get(server, []))
+        task = spec.task
+        if server == NPC_SERVER and (task.npc_profiles or task.npc_secrets):
+            profiles = spec.npc_profiles or tuple(task.npc_profiles)
+            seed.append(npc_seed_item(profiles, task.npc_secrets))
+        return seed
 
     async def _run_agent(
         self, spec: RolloutSpec, environment: BaseEnvironment, artifacts: RunArtifacts, cancel: asyncio.Event

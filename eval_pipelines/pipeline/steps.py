@@ -18,7 +18,7 @@ from eval_pipelines.scenarios.catalog import ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.runs import Rollout, RunLaunchRequest
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
-from eval_pipelines.sweeps import model_config_for, run_name
+from eval_pipelines.sweeps import ConfigError, model_config_for, run_name
 from eval_pipelines.verifiers.loader import load_verifier_package, package_version
 from eval_pipelines.verifiers.protocol import verify_task
 from eval_pipelines.warehouse.rows import (
@@ -35,16 +35,23 @@ logger = logging.getLogger(__name__)
 
 def launch_request(sweep: SweepConfig, model: SweepModel, scenario: ScenarioFiles, sweep_id: str) -> RunLaunchRequest:
     task_ids = sweep.task_ids or list(scenario.tasks())
-    return RunLaunchRequest.model_validate(
-        {
-            "scenario_id": scenario.scenario_id,
-            "task_ids": [t for t in task_ids if t in scenario.tasks()],
-            "model_config": model_config_for(model, source=f"sweep {sweep.name!r}"),
-            "rollout_count": sweep.rollout_count,
-            "max_parallel": sweep.max_parallel,
-            "run_name": run_name(sweep_id, scenario.scenario_id, model.name),
-        }
-    )
+    source = f"sweep {sweep.name!r}"
+    body: dict[str, Any] = {
+        "scenario_id": scenario.scenario_id,
+        "task_ids": [t for t in task_ids if t in scenario.tasks()],
+        "model_config": model_config_for(model, source=source),
+        "rollout_count": sweep.rollout_count,
+        "max_parallel": sweep.max_parallel,
+        "run_name": run_name(sweep_id, scenario.scenario_id, model.name),
+    }
+    if model.user_model:
+        npc_model = next((m for m in sweep.models if m.name == model.user_model), None)
+        if npc_model is None:
+            raise ConfigError(f"{source}: models[{model.name}].user_model: no model named {model.user_model!r}")
+        body["user_model_config"] = model_config_for(npc_model, source=source)
+    if model.agent:
+        body["agent"] = model.agent
+    return RunLaunchRequest.model_validate(body)
 
 
 @dataclass

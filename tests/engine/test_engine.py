@@ -173,3 +173,28 @@ async def test_custom_agents_are_loaded_and_constructed(serve: Any, tool_host: A
     broken = await _execute(replace(base, agent_path="tests.support.custom_agents:NotAnAgent"))
     assert broken.status == RolloutStatus.FAILED and broken.termination_reason == TerminationReason.AGENT_ERROR
     assert "not a subclass" in (broken.artifacts.error or "")
+
+
+async def test_npc_secret_task_gets_its_npcs_from_the_task(serve: Any, tool_host: Any) -> None:
+    """The engine seeds the chat server with the task's NPCs and secrets; the transcripts land in the artifacts."""
+    from eval_pipelines.schemas.artifacts import META_NPC_TRANSCRIPTS
+
+    scenario = ScenarioCatalog().get("team_chat:1.0.0")
+    task = next(t for t in scenario.tasks().values() if t.npc_secrets)
+    model = serve(create_scripted_app(Script(_reference_replies(task))))
+    spec = RolloutSpec(
+        rollout_id="ro_npc",
+        run_id="run_npc",
+        scenario_id=scenario.scenario_id,
+        task=task,
+        model_config=ModelConfig(model="scripted", api_key="k", base_url=f"{model.url}/v1", max_steps=10),
+        tool_server_urls={name: tool_host.base_url(name) for name in ("chat", "email")},
+        seed={ts.name: scenario.seed_payload(task, ts.name) for ts in task.tool_servers},
+        verifiers=load_verifier_package(scenario.verifiers_dir),
+    )
+    outcome = await _execute(spec)
+    assert outcome.status == RolloutStatus.COMPLETED and outcome.result.success, outcome.result.message
+    transcripts = outcome.artifacts.metadata[META_NPC_TRANSCRIPTS]
+    (profile_id,) = task.npc_secrets
+    secret = str(task.npc_secrets[profile_id]["value"])
+    assert any(m["role"] == "npc" and secret in m["content"] for m in transcripts[profile_id])
