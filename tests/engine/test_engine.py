@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -198,3 +199,19 @@ async def test_npc_secret_task_gets_its_npcs_from_the_task(serve: Any, tool_host
     (profile_id,) = task.npc_secrets
     secret = str(task.npc_secrets[profile_id]["value"])
     assert any(m["role"] == "npc" and secret in m["content"] for m in transcripts[profile_id])
+
+
+async def test_the_readme_custom_agent_example_runs(
+    serve: Any, tool_host: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index("# my_agents.py")
+    source = readme[start : readme.index("```", start)]
+    (tmp_path / "my_agents.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = serve(create_scripted_app(Script([text_reply("unused")])))
+    outcome = await _execute(
+        replace(_spec(model.url, tool_host.base_url("email")), agent_path="my_agents:FirstToolAgent")
+    )
+    assert outcome.status == RolloutStatus.COMPLETED and outcome.artifacts.final_observation == "done"
+    assert outcome.artifacts.steps_taken == 1
