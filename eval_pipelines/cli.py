@@ -15,9 +15,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.paths import data_dir, project_root, sweeps_dir
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError
-from eval_pipelines.sweeps import ConfigError, default_sweep_id, load_sweep, model_config_for, run_name
+from eval_pipelines.paths import data_dir, project_root, scenarios_dir, sweeps_dir
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, partition_key
+from eval_pipelines.sweeps import (
+    ConfigError,
+    default_sweep_id,
+    load_sweep,
+    model_config_for,
+    run_name,
+    sweep_scenarios,
+)
 
 EXIT_USER_ERROR = 2
 PARTITION_STEPS = ("eval_run", "rollouts", "verification")
@@ -66,14 +73,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     config_path = Path(args.config).resolve()
     sweep = load_sweep(config_path)
     catalog = ScenarioCatalog()
-    scenarios = []
-    for index, scenario_id in enumerate(sweep.scenarios):
-        try:
-            scenarios.append(catalog.get(scenario_id))
-        except KeyError:
-            raise UserError(
-                f"{config_path}: scenarios[{index}]: unknown scenario {scenario_id!r}; known: {catalog.ids()}"
-            ) from None
+    scenarios = sweep_scenarios(sweep, catalog, source=str(config_path))
     for model in sweep.models:
         model_config_for(model, source=str(config_path))  # a missing key variable fails here, before any run
     sweep_id = args.sweep_id or default_sweep_id(sweep)
@@ -202,6 +202,42 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generate_tasks(args: argparse.Namespace) -> int:
+    from eval_pipelines.pipeline.generation import generate_into_catalog, load_toolset, toolset_from_server
+    from eval_pipelines.taskgen import BundleError, TaskGenFailed, TaskGenRequestError
+
+    try:
+        toolset = load_toolset(Path(args.toolset)) if args.toolset else toolset_from_server(args.tool_server_url)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the toolset: {exc}") from None
+    options = {
+        "num_tasks": args.num_tasks,
+        "preset": args.preset,
+        "model": args.model,
+        "diversity": {"seed": args.seed} if args.seed is not None else None,
+    }
+    try:
+        results, folder = generate_into_catalog(
+            toolset,
+            scenarios_dir(),
+            args.scenario_id,
+            options,
+            progress=lambda text: print(text, file=sys.stderr),
+            overwrite=args.overwrite,
+        )
+    except TaskGenRequestError as exc:
+        raise UserError(str(exc)) from None
+    except (TaskGenFailed, BundleError) as exc:
+        print(f"eval-pipelines: task generation failed: {exc}", file=sys.stderr)
+        return 1
+    from eval_pipelines.defs.evals.partitions import SCENARIOS
+
+    _dagster_instance().add_dynamic_partitions(SCENARIOS.name or "scenarios", [partition_key(args.scenario_id)])
+    summary = results.filter_summary or {}
+    print(f"wrote {len(results.tasks)} tasks to {folder}; filter summary: {json.dumps(summary, default=str)}")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run a local service in the foreground; each service parses its own options."""
     if args.service == "platform":
@@ -226,6 +262,19 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
     sql.add_argument("--db", default=None)
     sql.set_defaults(func=cmd_sql)
+    generate = sub.add_parser(
+        "generate-tasks", help="generate a new scenario from a toolset (spec 000 task generation)"
+    )
+    source = generate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--toolset", help="JSON file: a list of tools, or a tool server's {'tools': [...]} listing")
+    source.add_argument("--tool-server-url", help="read the toolset from a running tool server's /tools")
+    generate.add_argument("--scenario-id", required=True, help="id of the new scenario, e.g. 'calendar_gen:1.0.0'")
+    generate.add_argument("--num-tasks", type=int, default=None)
+    generate.add_argument("--preset", default=None)
+    generate.add_argument("--model", default=None, help="'schema' forces the deterministic generator")
+    generate.add_argument("--seed", type=int, default=None)
+    generate.add_argument("--overwrite", action="store_true")
+    generate.set_defaults(func=cmd_generate_tasks)
     serve = sub.add_parser("serve", help="run a local service: platform (spec 002)")
     serve.add_argument("service", choices=("platform",))
     serve.add_argument("options", nargs=argparse.REMAINDER, help="the service's own options (see --help after it)")

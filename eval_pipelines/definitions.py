@@ -15,6 +15,7 @@ from eval_pipelines.defs.evals.assets import (
 )
 from eval_pipelines.defs.evals.automation import build_schedules, sweep_job, sync_sweep_partitions
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.taskgen.assets import generated_tasks
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 
 
@@ -23,7 +24,7 @@ def build_assets() -> list[dg.AssetsDefinition]:
     assessment assets. `verification`'s code version is read from the verifier sources each time
     this runs (each code-location load), which is what lets a verifier edit trigger re-verification."""
     verification = build_verification_asset(verifiers_code_version(ScenarioCatalog()))
-    return [eval_run, rollouts, verification, eval_catalog, *ASSESSMENT_ASSETS]
+    return [eval_run, rollouts, verification, eval_catalog, *ASSESSMENT_ASSETS, generated_tasks]
 
 
 def assets_by_name() -> dict[str, dg.AssetsDefinition]:

@@ -14,10 +14,12 @@ import yaml
 from pydantic import ValidationError
 
 from eval_pipelines.paths import sweeps_dir
-from eval_pipelines.scenarios.catalog import partition_key
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles, partition_key
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 
+#: In a sweep's `scenarios`, this stands for every scenario in the catalog (generated ones included).
+ALL_SCENARIOS = "*"
 #: Simulated models need no credential; this placeholder is what their requests carry.
 SIMULATED_API_KEY = "simulated-no-key"
 
@@ -94,12 +96,31 @@ def run_name(sweep_id: str, scenario_id: str, model_name: str) -> str:
     return f"{sweep_id}.{partition_key(scenario_id)}.{model_name}"
 
 
+def includes_scenario(sweep: SweepConfig, scenario_key: str) -> bool:
+    return ALL_SCENARIOS in sweep.scenarios or any(partition_key(s) == scenario_key for s in sweep.scenarios)
+
+
+def sweep_scenarios(sweep: SweepConfig, catalog: ScenarioCatalog, source: str = "sweep config") -> list[ScenarioFiles]:
+    """The scenarios a sweep runs, in its order: the listed ids, with `*` expanding to the whole catalog."""
+    chosen: dict[str, ScenarioFiles] = {}
+    for index, scenario_id in enumerate(sweep.scenarios):
+        if scenario_id == ALL_SCENARIOS:
+            chosen.update((s.scenario_id, s) for s in catalog.all())
+            continue
+        try:
+            files = catalog.get(scenario_id)
+        except KeyError:
+            raise ConfigError(
+                f"{source}: scenarios[{index}]: unknown scenario {scenario_id!r}; known: {catalog.ids()}"
+            ) from None
+        chosen[files.scenario_id] = files
+    return list(chosen.values())
+
+
 def find_sweep_for(sweeps: dict[str, SweepConfig], model_key: str, scenario_key: str) -> SweepConfig:
     """The first sweep (by name) that includes both the model and the scenario of a partition."""
     for name in sorted(sweeps):
         sweep = sweeps[name]
-        if any(m.name == model_key for m in sweep.models) and any(
-            partition_key(s) == scenario_key for s in sweep.scenarios
-        ):
+        if any(m.name == model_key for m in sweep.models) and includes_scenario(sweep, scenario_key):
             return sweep
     raise ConfigError(f"no sweep config includes both model {model_key!r} and scenario {scenario_key!r}")

@@ -6,9 +6,9 @@ import dagster as dg
 
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, partition_key
+from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.sweep import SweepConfig
-from eval_pipelines.sweeps import ConfigError, default_sweep_id, load_all_sweeps
+from eval_pipelines.sweeps import ConfigError, default_sweep_id, load_all_sweeps, sweep_scenarios
 
 sweep_job = dg.define_asset_job(
     "sweep_partition",
@@ -18,7 +18,8 @@ sweep_job = dg.define_asset_job(
 
 
 def sweep_partition_keys(sweep: SweepConfig) -> list[dg.MultiPartitionKey]:
-    return [partition_of(m.name, partition_key(s)) for s in sweep.scenarios for m in sweep.models]
+    scenarios = sweep_scenarios(sweep, ScenarioCatalog(), source=f"sweep {sweep.name!r}")
+    return [partition_of(m.name, s.key) for s in scenarios for m in sweep.models]
 
 
 def sweep_run_requests(sweep: SweepConfig, sweep_id: str) -> list[dg.RunRequest]:
@@ -68,9 +69,12 @@ def sync_sweep_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResul
         sweeps = load_all_sweeps()
     except ConfigError as exc:
         return dg.SkipReason(str(exc))
-    known_scenarios = {partition_key(i) for i in ScenarioCatalog().ids()}
+    catalog = ScenarioCatalog()
     models = sorted({m.name for s in sweeps.values() for m in s.models})
-    scenarios = sorted({partition_key(x) for s in sweeps.values() for x in s.scenarios} & known_scenarios)
+    try:
+        scenarios = sorted({f.key for s in sweeps.values() for f in sweep_scenarios(s, catalog, f"sweep {s.name!r}")})
+    except ConfigError as exc:
+        return dg.SkipReason(str(exc))
     instance = context.instance
     new_models = [m for m in models if not instance.has_dynamic_partition(MODELS.name or "models", m)]
     new_scenarios = [s for s in scenarios if not instance.has_dynamic_partition(SCENARIOS.name or "scenarios", s)]

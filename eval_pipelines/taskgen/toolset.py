@@ -1,0 +1,296 @@
+"""The toolset of a request: tool definitions normalised, sorted into tool servers, and bound to the built-in
+server that implements them (when one does), plus reading a running server's `/tools` listing.
+
+Tool kinds come from `mutates_state` when the definition carries it, otherwise from the verb the tool's name
+starts with (`search_events` reads, `update_event` writes). Parameters named `id`, `uid`, `*_id` or `*_uid`
+refer to an item; their stem (`event_id` -> `event`) names the collection the item lives in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from pydantic import ValidationError
+
+from eval_pipelines.schemas.tools import ToolDefinition
+from eval_pipelines.taskgen.errors import TaskGenRequestError
+from eval_pipelines.toolservers.base import BuiltinToolServer
+from eval_pipelines.toolservers.registry import BUILTIN_SERVERS
+
+#: The server name used for tools that name none and match no built-in server.
+EXTERNAL_SERVER = "tools"
+#: Keys a tool definition may use to name its tool server.
+SERVER_HINT_KEYS = ("tool_server", "server")
+DEFAULT_FETCH_TIMEOUT_SECONDS = 10.0
+
+READ_VERBS = frozenset(
+    [
+        "get",
+        "read",
+        "fetch",
+        "show",
+        "describe",
+        "view",
+        "list",
+        "search",
+        "find",
+        "query",
+        "lookup",
+        "look",
+        "count",
+        "check",
+        "browse",
+        "retrieve",
+    ]
+)
+DELETE_VERBS = frozenset(["delete", "remove", "cancel", "trash", "purge", "destroy", "erase", "drop"])
+UPDATE_VERBS = frozenset(
+    ["update", "edit", "modify", "set", "change", "rename", "move", "assign", "patch", "reschedule", "mark"]
+)
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_ID_SUFFIXES = ("_uid", "_id", "uid", "id", "Uid", "Id")
+PREPOSITIONS = frozenset(["to", "on", "for", "from", "in", "into", "with", "at", "of"])
+
+
+def name_words(name: str) -> list[str]:
+    """`update_event` -> ["update", "event"]; camelCase is split too."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
+
+
+def id_stem(param: str) -> str | None:
+    """The referenced collection's stem of an id parameter (`event_id` -> `event`), `""` for a bare `id`,
+    None when the parameter is not an id."""
+    lowered = param.lower()
+    if lowered in ("id", "uid"):
+        return ""
+    for suffix in _ID_SUFFIXES:
+        if param.endswith(suffix) and len(param) > len(suffix):
+            stem = param[: -len(suffix)].rstrip("_")
+            return stem.lower() if stem else None
+    return None
+
+
+def singular(noun: str) -> str:
+    if noun.endswith("ies") and len(noun) > 3:
+        return noun[:-3] + "y"
+    if noun.endswith(("ses", "xes", "ches", "shes")):
+        return noun[:-2]
+    if noun.endswith("s") and not noun.endswith("ss"):
+        return noun[:-1]
+    return noun
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    server: str
+    name: str
+    description: str
+    schema: dict[str, Any]
+    mutates: bool
+
+    @property
+    def properties(self) -> dict[str, dict[str, Any]]:
+        props = self.schema.get("properties") or {}
+        return {k: v if isinstance(v, dict) else {} for k, v in props.items()}
+
+    @property
+    def required(self) -> list[str]:
+        return [r for r in self.schema.get("required") or [] if isinstance(r, str)]
+
+    @property
+    def words(self) -> list[str]:
+        return name_words(self.name) or [self.name]
+
+    @property
+    def verb(self) -> str:
+        return self.words[0]
+
+    @property
+    def object_words(self) -> list[str]:
+        return [w for w in self.words[1:] if w not in PREPOSITIONS] or [self.words[-1]]
+
+    @property
+    def kind(self) -> str:
+        """`read`, `delete`, `update` or `create` (anything else that writes)."""
+        if not self.mutates:
+            return "read"
+        if self.verb in DELETE_VERBS:
+            return "delete"
+        if self.verb in UPDATE_VERBS:
+            return "update"
+        return "create"
+
+    @property
+    def id_params(self) -> list[str]:
+        return [p for p in self.properties if id_stem(p) is not None]
+
+    def as_definition(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "inputSchema": self.schema}
+
+
+@dataclass
+class ServerTools:
+    """The tools of one tool server, and the built-in implementation when there is one."""
+
+    name: str
+    tools: list[ToolInfo]
+    builtin: type[BuiltinToolServer] | None = None
+
+    @cached_property
+    def by_name(self) -> dict[str, ToolInfo]:
+        return {t.name: t for t in self.tools}
+
+
+@dataclass
+class Toolset:
+    servers: dict[str, ServerTools] = field(default_factory=dict)
+
+    @property
+    def tools(self) -> list[ToolInfo]:
+        return [tool for server in self.servers.values() for tool in server.tools]
+
+    def tool(self, server: str, name: str) -> ToolInfo | None:
+        found = self.servers.get(server)
+        return found.by_name.get(name) if found else None
+
+    @property
+    def builtin_servers(self) -> list[str]:
+        return [name for name, s in self.servers.items() if s.builtin is not None]
+
+    @property
+    def external_servers(self) -> list[str]:
+        return [name for name, s in self.servers.items() if s.builtin is None]
+
+
+def _infer_mutates(definition: ToolDefinition) -> bool:
+    if definition.mutates_state is not None:
+        return bool(definition.mutates_state)
+    words = name_words(definition.name)
+    return not (words and words[0] in READ_VERBS)
+
+
+def _builtin_tool_names(builtin: Mapping[str, type[BuiltinToolServer]]) -> dict[str, set[str]]:
+    return {name: {t.name for t in cls().tools()} for name, cls in builtin.items()}
+
+
+def normalise_toolset(
+    raw: Sequence[Mapping[str, Any]], builtin: Mapping[str, type[BuiltinToolServer]] | None = None
+) -> Toolset:
+    """Group tool definitions by server. A tool names its server with `tool_server`/`server`. Unnamed tools
+    join the built-in server implementing them (the one implementing most of them when several do) if built-in
+    servers implement every unnamed tool; otherwise they are all one external server, `tools`.
+    Accepts `inputSchema`, `input_schema` and `parameters`."""
+    registry = dict(BUILTIN_SERVERS if builtin is None else builtin)
+    known = _builtin_tool_names(registry)
+    hinted: dict[str, list[ToolInfo]] = {}
+    unnamed: list[tuple[int, ToolDefinition]] = []
+    for index, item in enumerate(raw):
+        try:
+            definition = ToolDefinition.model_validate(dict(item))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise TaskGenRequestError(f"toolset[{index}].{loc}".rstrip("."), first["msg"]) from None
+        if not isinstance(definition.parameters, dict):
+            raise TaskGenRequestError(f"toolset[{index}].inputSchema", "must be a JSON Schema object")
+        hint = next((item[k] for k in SERVER_HINT_KEYS if isinstance(item.get(k), str) and item.get(k)), None)
+        if hint is not None:
+            if not _SERVER_NAME.match(hint):
+                raise TaskGenRequestError(f"toolset[{index}].tool_server", f"{hint!r} must match [A-Za-z0-9_-]+")
+            hinted.setdefault(hint, []).append(_info(hint, definition))
+        else:
+            unnamed.append((index, definition))
+    if unnamed:
+        names = {d.name for _, d in unnamed}
+        scores = {server: len(names & tools) for server, tools in known.items()}
+        # An unnamed listing is one server's: it is a built-in one only if built-in servers know every tool.
+        all_known = all(any(d.name in tools for tools in known.values()) for _, d in unnamed)
+        for _index, definition in unnamed:
+            candidates = [s for s, tools in known.items() if definition.name in tools] if all_known else []
+            server = max(candidates, key=lambda s: (scores[s], s)) if candidates else EXTERNAL_SERVER
+            hinted.setdefault(server, []).append(_info(server, definition))
+    toolset = Toolset()
+    for server, tools in hinted.items():
+        seen: set[str] = set()
+        for tool in tools:
+            if tool.name in seen:
+                raise TaskGenRequestError("toolset", f"tool {tool.name!r} of server {server!r} is listed twice")
+            seen.add(tool.name)
+        cls = registry.get(server)
+        bound = cls if cls is not None and {t.name for t in tools} <= known[server] else None
+        toolset.servers[server] = ServerTools(name=server, tools=tools, builtin=bound)
+    return toolset
+
+
+def _info(server: str, definition: ToolDefinition) -> ToolInfo:
+    schema = dict(definition.parameters)
+    schema.setdefault("type", "object")
+    return ToolInfo(
+        server=server,
+        name=definition.name,
+        description=definition.description,
+        schema=schema,
+        mutates=_infer_mutates(definition),
+    )
+
+
+def _server_name_from_url(url: str) -> str | None:
+    # Only a built-in server's mount name counts: a path such as `/workspaces/ws-1` names no server.
+    last = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
+    return last if last in BUILTIN_SERVERS else None
+
+
+def _listing(body: Any, url: str) -> list[dict[str, Any]]:
+    tools = body.get("tools") if isinstance(body, dict) else body
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise ValueError(f"{url}/tools did not return a tool listing ({{'tools': [...]}} or a list)")
+    return tools
+
+
+def _as_toolset_items(tools: list[dict[str, Any]], server_name: str | None) -> list[dict[str, Any]]:
+    items = []
+    for tool in tools:
+        definition = ToolDefinition.model_validate(tool)
+        item: dict[str, Any] = definition.as_task_gen_tool()
+        if definition.mutates_state is not None:
+            item["mutates_state"] = definition.mutates_state
+        if server_name:
+            item["tool_server"] = server_name
+        items.append(item)
+    return items
+
+
+async def afetch_toolset(
+    url: str, *, server_name: str | None = None, timeout_seconds: float = DEFAULT_FETCH_TIMEOUT_SECONDS
+) -> list[dict[str, Any]]:
+    """The `/tools` listing of a running tool server as task-generation toolset items (`inputSchema`).
+
+    Each item is tagged with `tool_server`: `server_name`, else the URL's last path segment when it is a
+    built-in server's mount name (`http://host/calendar` -> `calendar`), else untagged (then built-in servers
+    are matched by tool names).
+    """
+    base = url.rstrip("/")
+    async with httpx.AsyncClient(timeout=timeout_seconds) as client:
+        response = await client.get(f"{base}/tools")
+        response.raise_for_status()
+        body = response.json()
+    return _as_toolset_items(_listing(body, base), server_name or _server_name_from_url(base))
+
+
+def toolset_from_server(
+    url: str, *, server_name: str | None = None, timeout_seconds: float = DEFAULT_FETCH_TIMEOUT_SECONDS
+) -> list[dict[str, Any]]:
+    """Synchronous `afetch_toolset`, for the CLI and other code without an event loop."""
+    base = url.rstrip("/")
+    with httpx.Client(timeout=timeout_seconds) as client:
+        response = client.get(f"{base}/tools")
+        response.raise_for_status()
+        body = response.json()
+    return _as_toolset_items(_listing(body, base), server_name or _server_name_from_url(base))
