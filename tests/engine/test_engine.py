@@ -215,3 +215,20 @@ async def test_the_readme_custom_agent_example_runs(
     )
     assert outcome.status == RolloutStatus.COMPLETED and outcome.artifacts.final_observation == "done"
     assert outcome.artifacts.steps_taken == 1
+
+
+async def test_log_prob_and_tool_server_url_knobs(serve: Any, tool_host: Any) -> None:
+    from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
+    from eval_pipelines.schemas.artifacts import META_LOGPROBS
+
+    sim = serve(create_sim_app(ReferenceBook.from_catalog(ScenarioCatalog())))
+    dead = f"http://127.0.0.1:{free_port()}/email"
+    base = _spec(sim.url, dead)
+    config = base.model_config.model_copy(
+        update={"model": "sim-oracle", "log_prob": True, "tool_server_url": tool_host.base_url("email")}
+    )
+    outcome = await _execute(replace(base, model_config=config))
+    # The override replaced the (dead) task tool server; the oracle's run passed its state verifier.
+    assert outcome.status == RolloutStatus.COMPLETED and outcome.result.success
+    logprobs = outcome.artifacts.metadata[META_LOGPROBS]
+    assert logprobs and any(entry for entry in logprobs)
