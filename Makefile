@@ -26,9 +26,10 @@ lint: $(STAMP)
 validate: $(STAMP)
 	$(VENV)/bin/dagster definitions validate -w workspace.yaml
 
-## Benchmarks: re-verification throughput (results in benchmarks/results/, git-ignored).
+## Benchmarks: re-verification throughput and warehouse scale (results in benchmarks/results/, git-ignored).
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/reverify.py
+	$(VENV)/bin/python benchmarks/warehouse_scale.py
 
 clean:
 	rm -rf data/warehouse data/eval.duckdb data/dagster data/service data/artifacts

@@ -63,7 +63,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
     from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
     from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
-    from eval_pipelines.pipeline.summary import pass_rate_rows
+    from eval_pipelines.reports.data import pass_rate_rows
     from eval_pipelines.service.embedded import EmbeddedEvaluationService
 
     console = Console(stderr=True)
@@ -142,33 +142,55 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             poller.join()
         progress.update(bar, completed=total, description="done")
 
-    rows = pass_rate_rows(paths.duckdb)
-    print_pass_rates(rows, sweep_name=sweep.name)
+    _, rows = pass_rate_rows(paths.duckdb, sweep_id)
+    print_pass_rates(rows, sweep_id=sweep_id)
     if failures:
         console.print(f"[red]failed partitions:[/] {', '.join(failures)} (see `dagster dev -w workspace.yaml`)")
         return 1
     return 0
 
 
-def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_name: str) -> None:
+def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_id: str) -> None:
+    """One sweep's pass rates with their task-clustered 95% t-intervals (scenario_model_metrics)."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Pass rates: sweep {sweep_name}")
-    for column in ("scenario", "model", "n", "passes", "pass rate", "variance", "std"):
-        table.add_column(column, justify="right" if column not in ("scenario", "model") else "left")
+    from eval_pipelines.reports import model_label
+
+    table = Table(title=f"Pass rates: sweep {sweep_id}")
+    for column in ("scenario", "model", "tasks", "n", "passes", "pass rate", "95% CI", "variance", "std"):
+        table.add_column(column, justify="left" if column in ("scenario", "model") else "right")
     for row in rows:
-        model = f"{row['model_name']} (simulated)" if row.get("is_simulated") else row["model_name"]
+        low, high = row["ci_t_low"], row["ci_t_high"]
+        interval = "-" if low is None or high is None else f"{max(low, 0.0):.2f}-{min(high, 1.0):.2f}"
         table.add_row(
             row["scenario_id"],
-            model,
+            model_label(row["model_name"], row["is_simulated"]),
+            str(row["n_tasks"]),
             str(row["n"]),
             str(row["passes"]),
             f"{row['pass_rate']:.3f}",
+            interval,
             f"{row['variance']:.3f}",
             f"{row['std']:.3f}",
         )
-    Console(width=120).print(table)
+    Console(width=140).print(table)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from eval_pipelines.lib.progress import ProgressReporter
+    from eval_pipelines.reports import ReportError, build_report
+
+    db = Path(args.db) if args.db else data_dir() / "eval.duckdb"
+    try:
+        with ProgressReporter(None, "report", transient=True) as progress:
+            files = build_report(db, Path(args.out), sweep_id=args.sweep, progress=progress)
+    except ReportError as exc:
+        raise UserError(str(exc)) from None
+    print(f"sweep {files.sweep_id}: {files.html}")
+    for chart in files.charts.values():
+        print(f"  {chart}")
+    return 0
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -262,6 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
     sql.add_argument("--db", default=None)
     sql.set_defaults(func=cmd_sql)
+    report = sub.add_parser("report", help="write a self-contained HTML report with PNG charts for one sweep")
+    report.add_argument("--sweep", default=None, help="sweep id; default: the most recently started sweep")
+    report.add_argument("--out", default=str(data_dir() / "reports" / "report.html"), help="HTML path; PNGs beside it")
+    report.add_argument("--db", default=None, help="catalog to read; default: data/eval.duckdb")
+    report.set_defaults(func=cmd_report)
     generate = sub.add_parser(
         "generate-tasks", help="generate a new scenario from a toolset (spec 000 task generation)"
     )

@@ -6,12 +6,16 @@ Regenerate with: `python -m eval_pipelines.warehouse.docs > docs/warehouse.md`.
 from __future__ import annotations
 
 from eval_pipelines.warehouse.catalog import duckdb_type
-from eval_pipelines.warehouse.metrics import METRIC_VIEWS
+from eval_pipelines.warehouse.metrics import METHODS, METRIC_VIEWS
 from eval_pipelines.warehouse.tables import HIVE_COLUMN_DOCS, TABLE_SPECS, TableSpec
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _key(columns: tuple[str, ...]) -> str:
+    return ", ".join(f"`{c}`" for c in columns)
 
 
 def _table_section(spec: TableSpec) -> list[str]:
@@ -26,6 +30,10 @@ def _table_section(spec: TableSpec) -> list[str]:
         "| column | type | nullable | description |",
         "|---|---|---|---|",
     ]
+    # Tables declare no key in their spec yet; render one as soon as TableSpec has it.
+    key = getattr(spec, "key", ())
+    if key:
+        lines[4:4] = [f"Key: {_key(key)}", ""]
     for column in spec.columns:
         nullable = "yes" if column.nullable else "no"
         lines.append(f"| `{column.name}` | {duckdb_type(column.type)} | {nullable} | {_cell(column.doc)} |")
@@ -56,9 +64,21 @@ def render_data_dictionary() -> str:
     ]
     for spec in TABLE_SPECS.values():
         lines.extend(_table_section(spec))
-    lines += ["## Metric views", ""]
+    lines += [
+        "## Metric views",
+        "",
+        "Created in this order (each may read the ones before it); all are views except where marked. How they "
+        "compute:",
+        "",
+        *(f"- {_cell(note)}" for note in METHODS),
+        "",
+    ]
     for view in METRIC_VIEWS:
-        lines += [f"### `{view.name}`", "", view.doc, "", "| column | description |", "|---|---|"]
+        kind = " (table, computed when the catalog is built)" if view.materialized else ""
+        lines += [f"### `{view.name}`{kind}", "", view.doc, ""]
+        if view.key:
+            lines += [f"Key: {_key(view.key)}", ""]
+        lines += ["| column | description |", "|---|---|"]
         lines += [f"| `{name}` | {_cell(doc)} |" for name, doc in view.columns]
         lines.append("")
     return "\n".join(lines)

@@ -14,7 +14,6 @@ import pytest
 
 from eval_pipelines.clients.platform import PlatformClient
 from eval_pipelines.pipeline.assessment import (
-    ASSESSMENT_VIEWS,
     JUDGEMENTS,
     SYNTHETIC_ROWS,
     DatasetManifest,
@@ -44,6 +43,7 @@ from eval_pipelines.schemas.platform import DatasetRow
 from eval_pipelines.schemas.sweep import SweepConfig
 from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.warehouse.catalog import build_catalog
+from eval_pipelines.warehouse.metrics import JUDGE_SCORES_BY_MODEL, JUDGE_VERIFIER_AGREEMENT, JUDGEMENTS_LATEST
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
 from tests.platform.conftest import BENIGN_ROW, HARMFUL_ROW, SPACE, Platform
@@ -131,8 +131,6 @@ async def test_judgements_for_every_rollout_of_a_sweep(swept: Path, tmp_path: Pa
     catalog = build_catalog(swept / "warehouse", tmp_path / "eval.duckdb").path
     con = duckdb.connect(str(catalog))
     try:
-        for view in ASSESSMENT_VIEWS:
-            con.execute(view.statement())
         by_model = con.execute(
             "select model_name, judge_kind, n, flagged from judge_scores_by_model order by model_name, judge_kind"
         ).fetchall()
@@ -146,7 +144,7 @@ async def test_judgements_for_every_rollout_of_a_sweep(swept: Path, tmp_path: Pa
             "select model_name, n, both_pass, both_fail, agreement from judge_verifier_agreement order by model_name"
         ).fetchall()
         assert agreement == [("sim-noop", 2, 0, 2, 1.0), ("sim-oracle", 2, 2, 0, 1.0)]
-        for view in ASSESSMENT_VIEWS:
+        for view in (JUDGEMENTS_LATEST, JUDGE_SCORES_BY_MODEL, JUDGE_VERIFIER_AGREEMENT):
             names = [c[0] for c in con.execute(f"describe {view.name}").fetchall()]
             documented = [c for c, _ in view.columns]
             assert documented == ["*"] or documented == names, view.name

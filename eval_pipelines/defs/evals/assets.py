@@ -11,7 +11,8 @@ import dagster as dg
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
 from eval_pipelines.pipeline.steps import check_partition_scores, launch_request, run_and_collect, verify_partition
-from eval_pipelines.pipeline.summary import markdown_table, pass_rate_rows
+from eval_pipelines.pipeline.summary import markdown_table
+from eval_pipelines.reports import pass_rate_summary
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.schemas.runs import RunLaunchRequest
 from eval_pipelines.schemas.sweep import SweepConfig
@@ -247,15 +248,17 @@ def _scores_check() -> dg.AssetChecksDefinition:
 )
 def eval_catalog(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
     summary = build_catalog(paths.warehouse, paths.duckdb)
-    rows = pass_rate_rows(paths.duckdb)
-    return dg.MaterializeResult(
-        metadata={
-            "path": str(paths.duckdb),
-            "views": len(summary.views),
-            **{f"rows/{k}": v for k, v in summary.row_counts.items()},
-            "pass_rates": dg.MetadataValue.md(markdown_table(rows)),
-        }
-    )
+    latest = pass_rate_summary(paths.duckdb, chart_path=paths.root / "reports" / "pass_rates.png")
+    metadata: dict[str, Any] = {
+        "path": str(paths.duckdb),
+        "views": len(summary.views),
+        **{f"rows/{k}": v for k, v in summary.row_counts.items()},
+        "latest_sweep": dg.MetadataValue.text(latest.sweep_id or "-"),
+        "latest_sweep_pass_rates": dg.MetadataValue.md(f"{latest.table_markdown}\n\n{latest.chart_markdown}"),
+    }
+    if latest.chart_path is not None:
+        metadata["latest_sweep_pass_rate_chart"] = dg.MetadataValue.path(str(latest.chart_path))
+    return dg.MaterializeResult(metadata=metadata)
 
 
 def verifiers_code_version(catalog: ScenarioCatalog) -> str:

@@ -1,0 +1,140 @@
+"""What a report shows, read from the catalog's metric views for one sweep."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from eval_pipelines.warehouse.catalog import connect_read_only
+
+SIMULATED_SUFFIX = " (simulated)"
+
+#: The most recently started sweep: sweep ids are free text, so their order says nothing about time.
+_LATEST_SWEEP = """
+select sweep_id
+from rollouts
+group by sweep_id
+order by max(created_at) desc nulls last, sweep_id desc
+limit 1
+"""
+_SWEEPS = "select distinct sweep_id from rollouts order by sweep_id"
+
+
+class ReportError(Exception):
+    """The catalog cannot give a report: it is missing, has no rollouts, or lacks the requested sweep."""
+
+
+def model_label(model_name: str, is_simulated: bool | None) -> str:
+    """How a model is named in every chart and table: simulated models never pass for real ones."""
+    return f"{model_name}{SIMULATED_SUFFIX}" if is_simulated else model_name
+
+
+@dataclass(frozen=True)
+class ReportData:
+    sweep_id: str
+    #: scenario_model_metrics rows, by scenario then model.
+    groups: list[dict[str, Any]]
+    #: model_metrics rows (all scenarios of a model together).
+    models: list[dict[str, Any]]
+    #: pass_at_k rows, by scenario, model, k.
+    pass_at_k: list[dict[str, Any]]
+    #: task_metrics rows, by scenario, task, model.
+    tasks: list[dict[str, Any]]
+    #: model_comparison rows, one per unordered pair, oriented so that diff >= 0 (A is the better model).
+    comparisons: list[dict[str, Any]]
+
+    @property
+    def scenarios(self) -> list[str]:
+        return sorted({row["scenario_id"] for row in self.groups})
+
+    @property
+    def model_labels(self) -> dict[str, str]:
+        """model_name -> label, in a stable order (by name), shared by every chart so colours match."""
+        simulated: dict[str, bool] = {}
+        for row in self.groups:
+            simulated[row["model_name"]] = simulated.get(row["model_name"], False) or bool(row["is_simulated"])
+        return {name: model_label(name, simulated[name]) for name in sorted(simulated)}
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    cursor = con.execute(sql, params)
+    names = [d[0] for d in cursor.description or []]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def latest_sweep(con: duckdb.DuckDBPyConnection) -> str | None:
+    row = con.execute(_LATEST_SWEEP).fetchone()
+    return None if row is None else str(row[0])
+
+
+def resolve_sweep(con: duckdb.DuckDBPyConnection, sweep_id: str | None) -> str:
+    if sweep_id is None:
+        latest = latest_sweep(con)
+        if latest is None:
+            raise ReportError("the catalog has no rollouts yet; run `eval-pipelines sweep` first")
+        return latest
+    known = [str(r[0]) for r in con.execute(_SWEEPS).fetchall()]
+    if sweep_id not in known:
+        raise ReportError(f"unknown sweep {sweep_id!r}; sweeps in the catalog: {known}")
+    return sweep_id
+
+
+def open_catalog(duckdb_path: Path) -> duckdb.DuckDBPyConnection:
+    path = Path(duckdb_path)
+    if not path.is_file():
+        raise ReportError(f"{path}: no catalog yet; run `eval-pipelines sweep` first")
+    con = connect_read_only(path)
+    # DuckDB draws its own bar on slow queries; the caller's ProgressReporter is the one the user should see.
+    con.execute("set enable_progress_bar = false")
+    return con
+
+
+def load_report_data(duckdb_path: Path, sweep_id: str | None = None) -> ReportData:
+    con = open_catalog(duckdb_path)
+    try:
+        sweep = resolve_sweep(con, sweep_id)
+        groups = _rows(
+            con, "select * from scenario_model_metrics where sweep_id = ? order by scenario_id, model_name", [sweep]
+        )
+        if not groups:
+            raise ReportError(f"sweep {sweep!r} has no rollouts")
+        return ReportData(
+            sweep_id=sweep,
+            groups=groups,
+            models=_rows(con, "select * from model_metrics where sweep_id = ? order by model_name", [sweep]),
+            pass_at_k=_rows(
+                con, "select * from pass_at_k where sweep_id = ? order by scenario_id, model_name, k", [sweep]
+            ),
+            tasks=_rows(
+                con, "select * from task_metrics where sweep_id = ? order by scenario_id, task_id, model_name", [sweep]
+            ),
+            comparisons=_rows(
+                con,
+                "select * from model_comparison where sweep_id = ? and (diff > 0 or (diff = 0 and model_a < model_b)) "
+                "order by scenario_id, diff desc, model_a, model_b",
+                [sweep],
+            ),
+        )
+    finally:
+        con.close()
+
+
+def pass_rate_rows(duckdb_path: Path, sweep_id: str | None = None) -> tuple[str | None, list[dict[str, Any]]]:
+    """(sweep, scenario_model_metrics rows) without the rest of a report, for the Dagster metadata.
+
+    (None, []) when no sweep is named and the catalog has no rollouts yet: not an error for a fresh warehouse.
+    """
+    con = open_catalog(duckdb_path)
+    try:
+        sweep = resolve_sweep(con, sweep_id) if sweep_id is not None else latest_sweep(con)
+        if sweep is None:
+            return None, []
+        rows = _rows(
+            con, "select * from scenario_model_metrics where sweep_id = ? order by scenario_id, model_name", [sweep]
+        )
+        return sweep, rows
+    finally:
+        con.close()

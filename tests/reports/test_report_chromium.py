@@ -1,0 +1,99 @@
+"""The report renders in a real browser: headless Debian `chromium` loads the HTML and every chart image decodes
+to its full size. The report itself has no script; the test loads a copy with a probe script appended that
+writes each image's natural size into the DOM, then reads it from `--dump-dom`."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eval_pipelines.reports import build_report
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian `chromium` is not installed (`apt-get install -y chromium`); CI installs it"
+)
+
+CHART_IDS = {"chart-pass-rate", "chart-pass-hat-k", "chart-cost", "chart-task-heatmap"}
+
+# A deliberately broken image proves the probe can report a failure (natural size 0).
+PROBE = """
+<img id="control-broken" alt="control" src="data:image/png;base64,AAAA">
+<pre id="image-sizes">pending</pre>
+<script>
+window.addEventListener("load", function () {
+  var sizes = Array.from(document.images).map(function (img) {
+    var figure = img.closest("figure");
+    return {id: figure ? figure.id : img.id, complete: img.complete,
+            width: img.naturalWidth, height: img.naturalHeight};
+  });
+  document.getElementById("image-sizes").textContent = JSON.stringify(sizes);
+});
+</script>
+"""
+
+
+def _dump_dom(page: Path, profile: Path) -> str:
+    assert CHROMIUM is not None
+    result = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            # Lets the load event and the probe run before the DOM is dumped, without a wall-clock sleep.
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return result.stdout
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])  # the IHDR chunk
+    return int(width), int(height)
+
+
+def test_every_chart_decodes_at_its_full_size_in_chromium(report_catalog: Path, tmp_path: Path) -> None:
+    files = build_report(report_catalog, tmp_path / "report.html")
+    probe = tmp_path / "probe.html"
+    probe.write_text(files.html.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+
+    dom = _dump_dom(probe, tmp_path / "chromium-profile")
+    match = re.search(r'<pre id="image-sizes">(.*?)</pre>', dom, re.S)
+    assert match, dom[-2000:]
+    sizes: list[dict[str, Any]] = json.loads(html.unescape(match.group(1)))
+    by_id = {s["id"]: s for s in sizes}
+
+    assert set(by_id) == CHART_IDS | {"control-broken"}
+    assert by_id["control-broken"]["width"] == 0
+    png_of = {
+        "chart-pass-rate": files.charts["pass_rate"],
+        "chart-pass-hat-k": files.charts["pass_hat_k"],
+        "chart-cost": files.charts["cost"],
+        "chart-task-heatmap": files.charts["task_heatmap"],
+    }
+    for chart_id in CHART_IDS:
+        size = by_id[chart_id]
+        assert size["complete"] and size["width"] > 300 and size["height"] > 200, size
+        assert (size["width"], size["height"]) == _png_size(png_of[chart_id])
+    assert "Evaluation report: sweep" in dom and "sim-oracle (simulated)" in dom
