@@ -27,6 +27,7 @@ from eval_pipelines.sweeps import (
 )
 
 EXIT_USER_ERROR = 2
+SERVICE_KEY_ENV = "EVAL_SERVICE_API_KEY"
 PARTITION_STEPS = ("eval_run", "rollouts", "verification")
 ASSESSMENT_STEPS = ("assessment_dataset", "judgements")
 #: The progress bar is the CLI's view of a sweep; Dagster's own event stream stays in its storage and UI.
@@ -59,12 +60,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         TimeRemainingColumn,
     )
 
+    from eval_pipelines.clients.backend import EvaluationBackend
     from eval_pipelines.definitions import assets_by_name
     from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
     from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
     from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
     from eval_pipelines.reports.data import pass_rate_rows
-    from eval_pipelines.service.embedded import EmbeddedEvaluationService
 
     console = Console(stderr=True)
     assets = assets_by_name()
@@ -82,8 +83,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     instance.add_dynamic_partitions(SCENARIOS.name, [s.key for s in scenarios])
 
     paths = EvalPaths(sweeps_dir=str(config_path.parent))
-    resources = {"paths": paths, "eval_service": EvalService()}
-    backend = EmbeddedEvaluationService(paths.root, catalog)
+    if args.backend == "http":
+        if not args.base_url:
+            raise UserError("--backend http needs --base-url (the evaluation service's address)")
+        if not os.environ.get(SERVICE_KEY_ENV):
+            raise UserError(f"--backend http needs the service's API key in the environment variable {SERVICE_KEY_ENV}")
+        from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+
+        # The assets read the key through EnvVar (never shown in Dagster); the progress poller reads it directly.
+        eval_service = EvalService(backend="http", base_url=args.base_url, api_key=dg.EnvVar(SERVICE_KEY_ENV))
+        backend: EvaluationBackend = HttpEvaluationBackend(args.base_url, os.environ[SERVICE_KEY_ENV])
+    else:
+        eval_service = EvalService()
+        backend = eval_service.get_backend()
+    resources = {"paths": paths, "eval_service": eval_service}
     pairs = [(m, s) for s in scenarios for m in sweep.models]
     total = sum(len(s.tasks()) * sweep.rollout_count for _, s in pairs)
     labels = {m.name: f"{m.name} (simulated)" if m.is_simulated else m.name for m in sweep.models}
@@ -266,7 +279,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from eval_pipelines.platform.serve import main as serve_platform
 
         return serve_platform(args.options)
-    raise UserError(f"unknown service {args.service!r}")
+    from eval_pipelines.service.serve import main as serve_eval_service
+
+    return serve_eval_service(args.options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -275,6 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="run a model-comparison sweep through Dagster and print pass rates")
     sweep.add_argument("--config", default=str(sweeps_dir() / "default.yaml"))
     sweep.add_argument("--sweep-id", default=None, help="default: <sweep name>-<UTC date>; re-runs resume it")
+    sweep.add_argument(
+        "--backend",
+        choices=("embedded", "http"),
+        default="embedded",
+        help="embedded: in-process (default); http: an evaluation service at --base-url, key in EVAL_SERVICE_API_KEY",
+    )
+    sweep.add_argument("--base-url", default=None, help="the evaluation service for --backend http")
     sweep.add_argument(
         "--skip-assessment", action="store_true", help="do not send verified rollouts to the assessment platform"
     )
@@ -302,8 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--seed", type=int, default=None)
     generate.add_argument("--overwrite", action="store_true")
     generate.set_defaults(func=cmd_generate_tasks)
-    serve = sub.add_parser("serve", help="run a local service: platform (spec 002)")
-    serve.add_argument("service", choices=("platform",))
+    serve = sub.add_parser("serve", help="run a local service: eval-service (spec 000) or platform (spec 002)")
+    serve.add_argument("service", choices=("eval-service", "platform"))
     serve.add_argument("options", nargs=argparse.REMAINDER, help="the service's own options (see --help after it)")
     serve.set_defaults(func=cmd_serve)
     return parser

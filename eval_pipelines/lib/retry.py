@@ -122,9 +122,13 @@ def backoff_delay(
 
 
 def display_url(url: httpx.URL | str) -> str:
-    """The URL without user-info, query or fragment: some providers accept keys as `?key=`."""
-    parsed = httpx.URL(str(url))
-    return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
+    """The URL without user-info, query or fragment: some providers accept keys as `?key=`. A URL that cannot be
+    parsed (control characters, say) is shown as a placeholder, so describing an error never raises another."""
+    try:
+        parsed = httpx.URL(str(url))
+        return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return "<unparseable URL>"
 
 
 def retry_after_seconds(response: httpx.Response, *, max_delay: float = DEFAULT_MAX_DELAY) -> float | None:

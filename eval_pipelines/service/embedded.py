@@ -54,6 +54,7 @@ class EmbeddedEvaluationService:
                 max_parallel=request.max_parallel,
                 timeout_seconds=timeout_seconds,
                 on_rollout_done=progress,
+                user_model_config=request.user_model_config,
             )
         )
 

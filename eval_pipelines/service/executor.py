@@ -6,7 +6,9 @@ The local HTTP service and the embedded pipeline backend both drive runs through
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +36,7 @@ from eval_pipelines.schemas.runs import (
 )
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.service.runtime import LocalRuntime
-from eval_pipelines.service.store import NewRollout, RunStore
+from eval_pipelines.service.store import NewRollout, Runner, RunStore
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.verifiers.loader import VerifierPackage, load_verifier_package
 
@@ -42,6 +44,10 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PARALLEL = 8
 DEFAULT_ROLLOUT_TIMEOUT = 300.0
+#: len(task_ids) x rollout_count of one run; a larger launch is refused before anything is allocated.
+DEFAULT_MAX_ROLLOUTS_PER_RUN = 10_000
+#: How often an executing run looks for a cancel request made by another process.
+CANCEL_POLL_SECONDS = 1.0
 
 
 class NotFound(LookupError):
@@ -93,11 +99,15 @@ class RunExecutor:
         catalog: ScenarioCatalog,
         runtime: LocalRuntime,
         artifacts_dir: Path,
+        *,
+        max_rollouts_per_run: int = DEFAULT_MAX_ROLLOUTS_PER_RUN,
     ) -> None:
         self.store = store
+        self.max_rollouts_per_run = max_rollouts_per_run
         self.catalog = catalog
         self.runtime = runtime
         self.artifacts_dir = artifacts_dir
+        self.runner = Runner.current()
         self._cancel_events: dict[str, asyncio.Event] = {}
         self._verifier_packages: dict[Path, VerifierPackage] = {}
 
@@ -113,6 +123,12 @@ class RunExecutor:
                 raise NotFound(f"scenario {scenario_id!r} not found") from None
 
     def launch(self, request: RunLaunchRequest) -> RunLaunchResponse:
+        total = len(request.task_ids) * request.rollout_count
+        if total > self.max_rollouts_per_run:
+            raise InvalidRequest(
+                f"the run would hold {total} rollouts (task_ids x rollout_count); the limit is "
+                f"{self.max_rollouts_per_run}: split it into several runs"
+            )
         scenario = self.scenario(request.scenario_id)
         tasks = scenario.tasks()
         unknown = [t for t in request.task_ids if t not in tasks]
@@ -146,15 +162,21 @@ class RunExecutor:
         ]
         return RunLaunchResponse(run_id=run_id, run_status=run, rollouts=items)
 
-    def resume(self, run_id: str) -> int:
+    def resume(self, run_id: str, *, retry_failed: bool = True) -> int:
+        """Clear a cancel request and re-queue what did not complete; returns how many rollouts were re-queued."""
         if self.store.get_run(run_id) is None:
             raise NotFound(f"run {run_id!r} not found")
-        return self.store.requeue_unfinished(run_id)
+        self.store.request_cancel(run_id, requested=False)
+        return self.store.requeue_unfinished(run_id, retry_failed=retry_failed)
 
     def cancel(self, run_id: str) -> int:
-        """Signal active rollouts and fail pending ones; returns how many rollouts were cancelled."""
+        """Signal active rollouts and fail pending ones; returns how many rollouts were cancelled.
+
+        The request is also persisted, so an executor in another process stops the run within a second.
+        """
         if self.store.get_run(run_id) is None:
             raise NotFound(f"run {run_id!r} not found")
+        self.store.request_cancel(run_id)
         active = self.store.list_rollouts(run_id=run_id, status=RolloutStatus.RUNNING.value)
         event = self._cancel_events.get(run_id)
         if event is not None:
@@ -162,6 +184,18 @@ class RunExecutor:
         pending = [r.rollout_id for r in self.store.pending_rollouts(run_id)]
         failed_pending = self.store.fail_pending(pending, TerminationReason.CANCELLED, MSG_CANCELLED)
         return len(active) + failed_pending
+
+    def delete(self, run_id: str) -> int:
+        """Remove the run, its rollouts and their artifact files; returns how many rollouts were removed."""
+        deleted = self.store.delete_run(run_id)
+        if deleted is None:
+            raise NotFound(f"run {run_id!r} not found")
+        shutil.rmtree(self.artifacts_dir / run_id, ignore_errors=True)
+        return deleted
+
+    def fail_own_interrupted(self) -> int:
+        """On shutdown: this executor's rollouts that were stopped mid-way are failed (resumable later)."""
+        return self.store.fail_interrupted(runner=self.runner)
 
     # -- execution --------------------------------------------------------------------------------------
     def _package(self, scenario: ScenarioFiles) -> VerifierPackage | None:
@@ -183,8 +217,13 @@ class RunExecutor:
         max_parallel: int | None = None,
         timeout_seconds: float = DEFAULT_ROLLOUT_TIMEOUT,
         on_rollout_done: Callable[[Rollout], None] | None = None,
+        user_model_config: ModelConfig | None = None,
     ) -> Run:
-        """Execute every pending rollout of the run, at most `max_parallel` at once, and return the run."""
+        """Execute every pending rollout of the run, at most `max_parallel` at once, and return the run.
+
+        `user_model_config` plays the tasks' simulated users; the configs carry keys, so they are passed in
+        (the store holds only their key-less echo).
+        """
         run = self.store.get_run(run_id)
         if run is None:
             raise NotFound(f"run {run_id!r} not found")
@@ -194,9 +233,13 @@ class RunExecutor:
         scenario = self.scenario(run.scenario_id)
         package = self._package(scenario)
         resolved = self.runtime.resolve(model_config)
+        resolved_user = None if user_model_config is None else self.runtime.resolve(user_model_config)
+        agent_path = request.get("agent")
         urls = self.runtime.tool_server_urls()
-        cancel = self._cancel_events.setdefault(run_id, asyncio.Event())
-        cancel.clear()
+        cancel = asyncio.Event()
+        if self.store.cancel_requested(run_id):
+            cancel.set()
+        self._cancel_events[run_id] = cancel
         clients = ChatClientPool()
         admin = ToolServerAdmin()
         engine = RolloutEngine(clients, admin)
@@ -204,7 +247,7 @@ class RunExecutor:
 
         async def one(rollout: Rollout) -> None:
             async with semaphore:
-                if cancel.is_set() or not self.store.claim(rollout.rollout_id):
+                if cancel.is_set() or not self.store.claim(rollout.rollout_id, self.runner):
                     return
                 task, extra = apply_override(scenario.task(rollout.task_id), overrides.get(rollout.task_id))
                 spec = RolloutSpec(
@@ -219,6 +262,8 @@ class RunExecutor:
                     timeout_seconds=timeout_seconds,
                     rollout_index=rollout.rollout_index,
                     client_context=extra.get("client_context"),
+                    agent_path=agent_path if isinstance(agent_path, str) else None,
+                    user_model_config=resolved_user,
                 )
                 try:
                     outcome = await engine.execute(spec, RollingObserver(self.store, rollout.rollout_id), cancel)
@@ -244,12 +289,23 @@ class RunExecutor:
                     if done is not None:
                         on_rollout_done(done)
 
+        async def watch_for_cancel_request() -> None:
+            while not cancel.is_set():
+                await asyncio.sleep(CANCEL_POLL_SECONDS)
+                if self.store.cancel_requested(run_id):
+                    cancel.set()
+
+        watcher = asyncio.create_task(watch_for_cancel_request())
         try:
             await asyncio.gather(*(one(r) for r in self.store.pending_rollouts(run_id)))
         finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
             await clients.aclose()
             await admin.aclose()
-            self._cancel_events.pop(run_id, None)
+            if self._cancel_events.get(run_id) is cancel:
+                del self._cancel_events[run_id]
         final = self.store.get_run(run_id)
         assert final is not None
         return final

@@ -7,11 +7,22 @@ import atexit
 import threading
 
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
+from eval_pipelines.llm.sim_judge import SIM_JUDGE, sim_judge_persona
+from eval_pipelines.llm.sim_npc import SIM_NPC, sim_npc_persona
+from eval_pipelines.llm.sim_taskgen import SIM_TASKGEN, taskgen_persona
+from eval_pipelines.llm.simulated import ReferenceBook, SimPersona, create_sim_app
+from eval_pipelines.platform.simulated import PLATFORM_PERSONAS
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.sweep import SIMULATED_BASE_URL
 from eval_pipelines.toolservers.host import BUILTIN_SERVERS, ToolServerHost
+
+
+def simulated_personas() -> dict[str, SimPersona]:
+    """Every simulated persona the local runtime serves next to the simulated agents, so `base_url: sim://local`
+    reaches an NPC (`sim-npc`), a rubric judge (`sim-judge`), a task generator (`sim-taskgen`) or the platform's
+    judges and generator."""
+    return {SIM_NPC: sim_npc_persona, SIM_JUDGE: sim_judge_persona, SIM_TASKGEN: taskgen_persona, **PLATFORM_PERSONAS}
 
 
 class LocalRuntime:
@@ -27,7 +38,8 @@ class LocalRuntime:
                 self._tool_host = ToolServerHost(list(BUILTIN_SERVERS))
                 self._tool_host.start()
             if self._sim is None:
-                self._sim = BackgroundServer(create_sim_app(ReferenceBook.from_catalog(self.catalog))).start()
+                app = create_sim_app(ReferenceBook.from_catalog(self.catalog), personas=simulated_personas())
+                self._sim = BackgroundServer(app).start()
         return self
 
     def stop(self) -> None:

@@ -1,15 +1,20 @@
-"""Durable store of runs, rollouts, status events and artifact locations (SQLite, WAL).
+"""Durable store of runs, rollouts, status events, artifact locations and task-generation jobs (SQLite, WAL).
 
 Several processes may open the same file (the embedded pipeline, a local server, an analyst): WAL mode plus a
 busy timeout lets them take turns instead of failing. Secrets are never written: model configurations are
 stored as their key-less echo.
+
+A running rollout (and a running task-generation job) records which process executes it, so a process that
+starts up or resumes a run only fails the work of processes that are gone, never that of a live neighbour.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +33,7 @@ from eval_pipelines.schemas.runs import (
     StatusEvent,
     TerminationReason,
 )
+from eval_pipelines.schemas.taskgen import JobStatus, TaskGenJob, TaskGenResults
 
 SCHEMA = """
 create table if not exists runs (
@@ -67,7 +73,78 @@ create table if not exists rollout_events (
     detail text,
     primary key (rollout_id, seq)
 );
+create table if not exists taskgen_jobs (
+    job_id text primary key,
+    status text not null,
+    progress text,
+    error text,
+    created_at text not null,
+    started_at text,
+    completed_at text,
+    request_json text not null,
+    results_json text,
+    runner_id text,
+    runner_pid integer,
+    runner_started text
+);
 """
+
+#: Columns added after the first release; `_migrate` adds them to older store files.
+ADDED_COLUMNS: dict[str, dict[str, str]] = {
+    "runs": {"cancel_requested": "integer not null default 0"},
+    "rollouts": {"runner_id": "text", "runner_pid": "integer", "runner_started": "text"},
+}
+
+MSG_JOB_INTERRUPTED = "Service restarted while the task-generation job was running"
+
+
+def process_start_marker(pid: int) -> str | None:
+    """When the process started (clock ticks since boot, from /proc), or None where /proc is unavailable.
+
+    Together with the pid this names a process uniquely, so a recycled pid is not mistaken for a live runner.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses; the fields after the last ")" do not.
+    fields = stat.rsplit(")", 1)[-1].split()
+    if len(fields) < 20 or fields[0] in ("Z", "X"):  # a zombie has exited; only its exit status remains
+        return None
+    return fields[19]
+
+
+def process_is_alive(pid: int | None, started: str | None) -> bool:
+    if pid is None:
+        return False
+    if pid == os.getpid():
+        return True
+    marker = process_start_marker(pid)
+    if marker is not None:
+        return started is None or marker == started
+    if Path("/proc/self/stat").exists():
+        return False  # /proc works here, so the missing entry means the process is gone
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class Runner:
+    """The executor that claims rollouts: one per RunExecutor, inside one process."""
+
+    runner_id: str
+    pid: int
+    started: str | None
+
+    @classmethod
+    def current(cls) -> Runner:
+        pid = os.getpid()
+        return cls(f"runner_{uuid.uuid4().hex}", pid, process_start_marker(pid))
 
 
 class DuplicateRunName(ValueError):
@@ -92,6 +169,15 @@ class RunStore:
         self._local = threading.local()
         # executescript manages its own transaction; DDL is idempotent (`if not exists`).
         self._conn().executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._tx() as db:  # under the write lock, so two processes opening an old file cannot race
+            for table, columns in ADDED_COLUMNS.items():
+                present = {row["name"] for row in db.execute(f"pragma table_info({table})")}
+                for column, declaration in columns.items():
+                    if column not in present:
+                        db.execute(f"alter table {table} add column {column} {declaration}")
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -142,7 +228,8 @@ class RunStore:
                 if existing is not None:
                     raise DuplicateRunName(run_name, existing["run_id"])
             db.execute(
-                "insert into runs values (?, ?, ?, ?, ?, ?)",
+                "insert into runs (run_id, run_name, scenario_id, source, created_at, request_json)"
+                " values (?, ?, ?, ?, ?, ?)",
                 (run_id, run_name, scenario_id, source, now, json.dumps(strip_secrets(request))),
             )
             db.executemany(
@@ -202,15 +289,20 @@ class RunStore:
         return [r["rollout_id"] for r in rows]
 
     def list_runs(
-        self, *, scenario_id: str | None, source: str | None, limit: int, offset: int, expand_rollouts: bool
+        self,
+        *,
+        scenario_id: str | None,
+        source: str | None,
+        limit: int,
+        offset: int,
+        expand_rollouts: bool,
+        run_name: str | None = None,
     ) -> tuple[int, list[Run]]:
         where, params = [], []
-        if scenario_id:
-            where.append("scenario_id = ?")
-            params.append(scenario_id)
-        if source:
-            where.append("source = ?")
-            params.append(source)
+        for column, value in (("scenario_id", scenario_id), ("source", source), ("run_name", run_name)):
+            if value:
+                where.append(f"{column} = ?")
+                params.append(value)
         clause = f"where {' and '.join(where)}" if where else ""
         conn = self._conn()
         total = int(conn.execute(f"select count(*) from runs {clause}", params).fetchone()[0])
@@ -222,6 +314,15 @@ class RunStore:
             for r in rows
         ]
         return total, runs
+
+    def request_cancel(self, run_id: str, requested: bool = True) -> None:
+        """Persist (or clear) a cancel request, so an executor in another process sees it too."""
+        with self._tx() as db:
+            db.execute("update runs set cancel_requested = ? where run_id = ?", (int(requested), run_id))
+
+    def cancel_requested(self, run_id: str) -> bool:
+        row = self._conn().execute("select cancel_requested from runs where run_id = ?", (run_id,)).fetchone()
+        return bool(row and row["cancel_requested"])
 
     def delete_run(self, run_id: str) -> int | None:
         with self._tx() as db:
@@ -310,14 +411,18 @@ class RunStore:
             (rollout_id, status, now, detail, rollout_id),
         )
 
-    def claim(self, rollout_id: str) -> bool:
-        """pending -> running; False when the rollout is no longer pending (cancelled, claimed elsewhere)."""
+    def claim(self, rollout_id: str, runner: Runner | None = None) -> bool:
+        """pending -> running; False when the rollout is no longer pending (cancelled, claimed elsewhere).
+
+        `runner` records who executes it; an unowned running rollout counts as orphaned on the next recovery.
+        """
         now = utc_now_iso()
+        owner = (runner.runner_id, runner.pid, runner.started) if runner else (None, None, None)
         with self._tx() as db:
             changed = db.execute(
-                "update rollouts set status = 'running', started_at = ?, phase = null, current_step = null"
-                " where rollout_id = ? and status = 'pending'",
-                (now, rollout_id),
+                "update rollouts set status = 'running', started_at = ?, phase = null, current_step = null,"
+                " runner_id = ?, runner_pid = ?, runner_started = ? where rollout_id = ? and status = 'pending'",
+                (now, *owner, rollout_id),
             ).rowcount
             if changed:
                 self._append_event(db, rollout_id, RolloutStatus.RUNNING.value, None, now)
@@ -381,38 +486,150 @@ class RunStore:
     def pending_rollouts(self, run_id: str) -> list[Rollout]:
         return self.list_rollouts(run_id=run_id, status=RolloutStatus.PENDING.value)
 
-    def requeue_unfinished(self, run_id: str) -> int:
-        """Resume: every rollout of the run that did not complete goes back to pending (same id, same slot),
-        so each task x rollout index still ends with exactly one completed rollout."""
+    def requeue_unfinished(self, run_id: str, *, retry_failed: bool = True) -> int:
+        """Resume: rollouts of the run that did not complete go back to pending (same id, same slot), so each
+        task x rollout index still ends with exactly one completed rollout.
+
+        Rollouts interrupted by a dead process are always re-queued; other failures (agent errors, provisioning
+        errors, cancellations) only with `retry_failed`. Rollouts a live process is executing are left alone.
+        """
+        self.fail_interrupted(run_id=run_id)
         now = utc_now_iso()
+        statuses = "('failed', 'workspace_error')" if retry_failed else "('failed')"
         with self._tx() as db:
             rows = db.execute(
-                "select rollout_id from rollouts"
-                " where run_id = ? and status in ('failed', 'workspace_error', 'running')",
-                (run_id,),
+                f"select rollout_id from rollouts where run_id = ? and status in {statuses}"
+                + ("" if retry_failed else " and termination_reason = ?"),
+                (run_id,) if retry_failed else (run_id, TerminationReason.SERVER_RESTART.value),
             ).fetchall()
             for row in rows:
                 db.execute(
                     "update rollouts set status = 'pending', phase = null, current_step = null, started_at = null,"
-                    " completed_at = null, result_json = null, termination_reason = null where rollout_id = ?",
+                    " completed_at = null, result_json = null, termination_reason = null, runner_id = null,"
+                    " runner_pid = null, runner_started = null where rollout_id = ?",
                     (row["rollout_id"],),
                 )
                 self._append_event(db, row["rollout_id"], RolloutStatus.PENDING.value, "resumed", now)
         return len(rows)
 
-    def fail_interrupted(self) -> int:
-        """On startup: rollouts left `running` by a process that died are failed with a clear reason."""
+    def fail_interrupted(self, *, runner: Runner | None = None, run_id: str | None = None) -> int:
+        """Fail rollouts left `running` by an executor that is gone, with a clear termination reason.
+
+        Called on startup (every dead process's rollouts), on shutdown (`runner`: this executor's own) and
+        before a resume (`run_id`: that run's). A rollout owned by a live process is never touched.
+        """
         now = utc_now_iso()
         result = RolloutResult(
             success=False, message=MSG_SERVER_RESTART, termination_reason=TerminationReason.SERVER_RESTART.value
         ).model_dump_json()
+        where, params = ["status = 'running'"], []
+        if runner is not None:
+            where.append("runner_id = ?")
+            params.append(runner.runner_id)
+        if run_id is not None:
+            where.append("run_id = ?")
+            params.append(run_id)
         with self._tx() as db:
-            rows = db.execute("select rollout_id from rollouts where status = 'running'").fetchall()
-            for row in rows:
+            rows = db.execute(
+                f"select rollout_id, runner_pid, runner_started from rollouts where {' and '.join(where)}", params
+            ).fetchall()
+            interrupted = [
+                row["rollout_id"]
+                for row in rows
+                if runner is not None or not process_is_alive(row["runner_pid"], row["runner_started"])
+            ]
+            for rollout_id in interrupted:
                 db.execute(
                     "update rollouts set status = 'failed', completed_at = ?, result_json = ?, termination_reason = ?,"
-                    " current_step = null where rollout_id = ?",
-                    (now, result, TerminationReason.SERVER_RESTART.value, row["rollout_id"]),
+                    " current_step = null where rollout_id = ? and status = 'running'",
+                    (now, result, TerminationReason.SERVER_RESTART.value, rollout_id),
                 )
-                self._append_event(db, row["rollout_id"], RolloutStatus.FAILED.value, MSG_SERVER_RESTART, now)
-        return len(rows)
+                self._append_event(db, rollout_id, RolloutStatus.FAILED.value, MSG_SERVER_RESTART, now)
+        return len(interrupted)
+
+    # -- task-generation jobs ------------------------------------------------------------------------------
+    @staticmethod
+    def _job_from_row(row: sqlite3.Row) -> TaskGenJob:
+        return TaskGenJob(
+            job_id=row["job_id"],
+            status=JobStatus(row["status"]),
+            progress=row["progress"],
+            created_at=row["created_at"],
+            completed_at=row["completed_at"],
+            error=row["error"],
+        )
+
+    def create_job(self, job_id: str, request: dict[str, Any], runner: Runner | None = None) -> TaskGenJob:
+        owner = (runner.runner_id, runner.pid, runner.started) if runner else (None, None, None)
+        with self._tx() as db:
+            db.execute(
+                "insert into taskgen_jobs (job_id, status, created_at, request_json, runner_id, runner_pid,"
+                " runner_started) values (?, 'pending', ?, ?, ?, ?, ?)",
+                (job_id, utc_now_iso(), json.dumps(strip_secrets(request)), *owner),
+            )
+        job = self.get_job(job_id)
+        assert job is not None
+        return job
+
+    def get_job(self, job_id: str) -> TaskGenJob | None:
+        row = self._conn().execute("select * from taskgen_jobs where job_id = ?", (job_id,)).fetchone()
+        return None if row is None else self._job_from_row(row)
+
+    def job_results(self, job_id: str) -> TaskGenResults | None:
+        row = self._conn().execute("select results_json from taskgen_jobs where job_id = ?", (job_id,)).fetchone()
+        if row is None or not row["results_json"]:
+            return None
+        return TaskGenResults.model_validate_json(row["results_json"])
+
+    def start_job(self, job_id: str, runner: Runner) -> bool:
+        """pending -> running; False when the job is no longer pending."""
+        with self._tx() as db:
+            changed = db.execute(
+                "update taskgen_jobs set status = 'running', started_at = ?, runner_id = ?, runner_pid = ?,"
+                " runner_started = ? where job_id = ? and status = 'pending'",
+                (utc_now_iso(), runner.runner_id, runner.pid, runner.started, job_id),
+            ).rowcount
+        return bool(changed)
+
+    def set_job_progress(self, job_id: str, progress: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "update taskgen_jobs set progress = ? where job_id = ? and status = 'running'", (progress, job_id)
+            )
+
+    def complete_job(self, job_id: str, results: TaskGenResults) -> None:
+        with self._tx() as db:
+            db.execute(
+                "update taskgen_jobs set status = 'completed', completed_at = ?, results_json = ?, error = null"
+                " where job_id = ?",
+                (utc_now_iso(), results.model_dump_json(), job_id),
+            )
+
+    def fail_job(self, job_id: str, error: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "update taskgen_jobs set status = 'failed', completed_at = ?, error = ? where job_id = ?"
+                " and status in ('pending', 'running')",
+                (utc_now_iso(), error, job_id),
+            )
+
+    def fail_interrupted_jobs(self, *, runner: Runner | None = None) -> int:
+        """Jobs whose process is gone (pending ones included: nothing would ever start them) are failed."""
+        with self._tx() as db:
+            rows = db.execute(
+                "select job_id, status, runner_id, runner_pid, runner_started from taskgen_jobs"
+                " where status in ('pending', 'running')"
+            ).fetchall()
+            interrupted = [
+                row["job_id"]
+                for row in rows
+                if (runner is not None and row["runner_id"] == runner.runner_id)
+                or (runner is None and not process_is_alive(row["runner_pid"], row["runner_started"]))
+            ]
+            now = utc_now_iso()
+            for job_id in interrupted:
+                db.execute(
+                    "update taskgen_jobs set status = 'failed', completed_at = ?, error = ? where job_id = ?",
+                    (now, MSG_JOB_INTERRUPTED, job_id),
+                )
+        return len(interrupted)

@@ -64,4 +64,8 @@ class EvalService(dg.ConfigurableResource):
             from eval_pipelines.service.embedded import EmbeddedEvaluationService
 
             return EmbeddedEvaluationService(Path(self.data_dir), ScenarioCatalog(Path(self.scenarios_dir)))
-        raise NotImplementedError("the http backend is not available yet; use backend 'embedded'")
+        if not self.base_url or not self.api_key:
+            raise ValueError("eval_service: the http backend needs base_url and api_key (EnvVar EVAL_SERVICE_API_KEY)")
+        from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+
+        return HttpEvaluationBackend(self.base_url, self.api_key)

@@ -1,0 +1,115 @@
+"""The `http` evaluation backend: the pipeline's EvaluationBackend over any server speaking spec 000.
+
+Against the local service a re-launch of the same run_name resumes the existing run (409, then
+`POST /runs/{id}/resume`), exactly like the embedded backend. Against a server without the resume extension,
+the existing run is waited for as it is.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from eval_pipelines.clients.backend import ProgressCallback
+from eval_pipelines.clients.errors import Conflict, MethodNotAllowed, NotFound, WaitTimeout
+from eval_pipelines.clients.evaluation import DEFAULT_TIMEOUT_SECONDS, EvaluationClientSync
+from eval_pipelines.lib.retry import RetryPolicy
+from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.runs import Rollout, Run, RunLaunchRequest
+
+#: max_parallel the service assumes when a launch names none (the local service's default).
+ASSUMED_PARALLEL = 8
+#: Slack on top of the rollouts' own time limits before complete_run gives up waiting.
+DEADLINE_SLACK_SECONDS = 120.0
+
+
+class HttpEvaluationBackend:
+    name = "http"
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        retry: RetryPolicy | None = None,
+        poll_interval: float = 2.0,
+    ) -> None:
+        self.client = EvaluationClientSync(base_url, api_key, timeout_seconds=timeout_seconds, retry=retry)
+        self.poll_interval = poll_interval
+
+    def __repr__(self) -> str:
+        return f"HttpEvaluationBackend({self.client.client!r})"
+
+    def close(self) -> None:
+        self.client.close()
+
+    def launch_or_resume(self, request: RunLaunchRequest) -> str:
+        try:
+            return self.client.launch_run(request).run_id
+        except Conflict as conflict:
+            existing = self.find_run(request.run_name) if request.run_name else None
+            run_id = existing.run_id if existing is not None else conflict.existing_run_id
+            if run_id is None:
+                raise
+        # A re-launch retries what failed before, as the embedded backend does.
+        self._resume(run_id, request.model_config_, retry_failed=True)
+        return run_id
+
+    def _resume(self, run_id: str, config: ModelConfig, *, retry_failed: bool) -> None:
+        try:
+            self.client.resume_run(run_id, config, retry_failed=retry_failed)
+        except (NotFound, MethodNotAllowed):
+            self.client.get_run(run_id)  # the run exists (else NotFound): the server just has no resume
+
+    def find_run(self, run_name: str) -> Run | None:
+        return self.client.find_run_by_name(run_name)
+
+    def complete_run(
+        self,
+        run_id: str,
+        request: RunLaunchRequest,
+        *,
+        timeout_seconds: float,
+        progress: ProgressCallback | None = None,
+    ) -> Run:
+        """Make sure the run executes (a resume after a server restart; a no-op while it runs), then wait.
+
+        `progress` is called once for each rollout that finishes while this call waits. `timeout_seconds`
+        bounds one rollout; the overall deadline allows every wave of `max_parallel` rollouts that much.
+        """
+        # A rollout counts as newly finished when it is terminal with a completion time not seen before this
+        # call: that covers rollouts the resume re-queued (they had finished once, as interrupted).
+        finished_before = {r.rollout_id: r.completed_at for r in self.list_rollouts(run_id) if r.status.is_terminal}
+        self._resume(run_id, request.model_config_, retry_failed=False)
+        run = self.client.get_run(run_id)
+        waves = math.ceil(max(run.pending + run.running, 1) / (request.max_parallel or ASSUMED_PARALLEL))
+        deadline = time.monotonic() + waves * timeout_seconds + DEADLINE_SLACK_SECONDS
+        reported: set[str] = set()
+        done_seen = -1
+        while True:
+            done = run.total - run.pending - run.running
+            if progress is not None and done != done_seen:
+                for rollout in self.list_rollouts(run_id):
+                    if not rollout.status.is_terminal or rollout.rollout_id in reported:
+                        continue
+                    if finished_before.get(rollout.rollout_id, "never") == rollout.completed_at:
+                        continue
+                    reported.add(rollout.rollout_id)
+                    progress(rollout)
+                done_seen = done
+            if run.is_finished:
+                return run
+            if time.monotonic() > deadline:
+                raise WaitTimeout(
+                    f"run {run_id} did not finish in time ({run.pending} pending, {run.running} running)", last=run
+                )
+            time.sleep(self.poll_interval)
+            run = self.client.get_run(run_id)
+
+    def list_rollouts(self, run_id: str) -> list[Rollout]:
+        return self.client.list_rollouts(run_id=run_id).rollouts
+
+    def get_artifacts(self, rollout_id: str) -> RunArtifacts:
+        return self.client.get_artifacts(rollout_id).artifacts

@@ -1,0 +1,93 @@
+"""Response envelopes of spec 000 (task listings, NPC and seed-data listings, errors) and the local service's
+extensions (resume, health), shared by the service and its client."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from eval_pipelines.schemas._base import WireModel
+from eval_pipelines.schemas.runs import Run
+from eval_pipelines.schemas.scenarios import NpcProfile, ScoringLevel, Task, TaskToolServer
+
+
+class ErrorDetail(WireModel):
+    """FastAPI's error body."""
+
+    detail: str
+
+
+class TaskRubric(WireModel):
+    """The rubric inside a task listing: spec 000 lists only these fields there."""
+
+    task_id: str
+    title: str
+    overview: str = ""
+    success_criteria: list[str] = Field(default_factory=list)
+    scoring: list[ScoringLevel] = Field(default_factory=list)
+
+
+class TaskNpcProfile(WireModel):
+    """An NPC inside a task listing: no `public_info` (that is in the NPC list only), never a secret."""
+
+    profile_id: str
+    first_name: str
+    last_name: str
+    email: str
+    occupation: str = ""
+
+
+class PublicTask(WireModel):
+    """A task as the service lists it to callers, who may be the agents under test.
+
+    The execution-only fields of `schemas.Task` (reference actions and answer, NPC secrets, the verifier
+    list) are absent by construction: a field that is not declared here cannot leak.
+    """
+
+    task_id: str
+    name: str
+    version: str = "1.0.0"
+    category: str = "general"
+    difficulty: str = "medium"
+    visibility: str = "public"
+    description: str
+    tool_servers: list[TaskToolServer] = Field(default_factory=list)
+    rubric: TaskRubric | None = None
+    npc_profiles: list[TaskNpcProfile] = Field(default_factory=list)
+    #: seed file names (inside the scenario's seed data) per tool server name.
+    seed_data: dict[str, list[str]] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, task: Task) -> PublicTask:
+        return cls.model_validate(task.model_dump(include=set(cls.model_fields)))
+
+
+class ScenarioTasks(WireModel):
+    scenario_id: str
+    tasks: list[PublicTask]
+
+
+class ScenarioNpcs(WireModel):
+    scenario_id: str
+    npc_profiles: list[NpcProfile]
+
+
+class SeedDataList(WireModel):
+    scenario_id: str
+    files: list[str]
+
+
+class ResumeRunResponse(WireModel):
+    """`POST /runs/{run_id}/resume` (a local extension of spec 000)."""
+
+    run_id: str
+    #: rollouts put back to pending by this call.
+    requeued_rollouts: int
+    #: whether the service is executing the run after this call.
+    active: bool
+    run_status: Run
+
+
+class HealthResponse(WireModel):
+    status: str = "healthy"
+    draining: bool = False
+    active_runs: int = 0

@@ -1,0 +1,169 @@
+"""Small runs of the built-in `email_ops` scenario through the real pipeline pieces, and what they left behind.
+
+A run goes through the embedded evaluation backend (`EmbeddedEvaluationService`: run store, executor, engine,
+the local tool servers and simulated models over loopback HTTP) and `pipeline.steps.run_and_collect`, which
+writes the warehouse. The helpers here only build requests and read results back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from eval_pipelines.clients.backend import EvaluationBackend
+from eval_pipelines.paths import project_root
+from eval_pipelines.pipeline.steps import CollectSummary, run_and_collect
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
+from eval_pipelines.schemas.runs import Rollout, RolloutStatus, RunLaunchRequest, TerminationReason
+from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.warehouse.rows import RolloutContext
+from eval_pipelines.warehouse.store import Warehouse
+
+BUILTIN_SCENARIOS = project_root() / "data" / "scenarios"
+SCENARIO_ID = "email_ops:1.0.0"
+#: Three one- or two-step tasks. The faults target the middle one; the other two must come through untouched.
+TASK_IDS = ("email_ops_001", "email_ops_002", "email_ops_003")
+TARGET_TASK = "email_ops_002"
+MODEL_KEY = "faulty-model"
+
+
+def make_dagster_home(home: Path) -> Path:
+    """A DAGSTER_HOME whose SQLite storage lives inside it (nothing under the repository's data/dagster)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(
+        f"storage:\n  sqlite:\n    base_dir: {home / 'storage'}\ntelemetry:\n  enabled: false\n", encoding="utf-8"
+    )
+    return home
+
+
+def target_task(catalog: ScenarioCatalog) -> Task:
+    return catalog.get(SCENARIO_ID).task(TARGET_TASK)
+
+
+def step_marker(task: Task, call_index: int = 0) -> str:
+    """Text that only one of the task's reference tool calls carries in its `/step` body (for 002: `toner` in
+    its first call, the search; `e-014` in its second, the delete)."""
+    parameters = task.reference_actions[call_index].parameters
+    return next(str(v) for v in parameters.values() if isinstance(v, str) and v)
+
+
+def model_config(base_url: str, **extra: Any) -> dict[str, Any]:
+    """A ModelConfig body: sim-oracle follows each task's reference actions, so a healthy rollout passes."""
+    return {"model": "sim-oracle", "base_url": base_url, "api_key": "x", **extra}
+
+
+def launch_request(
+    config: dict[str, Any], *, max_parallel: int = 3, task_ids: tuple[str, ...] = TASK_IDS
+) -> RunLaunchRequest:
+    return RunLaunchRequest.model_validate(
+        {
+            "scenario_id": SCENARIO_ID,
+            "task_ids": list(task_ids),
+            "model_config": config,
+            "rollout_count": 1,
+            "max_parallel": max_parallel,
+            "run_name": f"reliability-{uuid.uuid4().hex[:12]}",
+        }
+    )
+
+
+def context_for(request: RunLaunchRequest, scenario: ScenarioFiles) -> RolloutContext:
+    return RolloutContext(
+        sweep_id="reliability",
+        run_name=request.run_name or "",
+        model_key=MODEL_KEY,
+        scenario_key=scenario.key,
+        model_name=MODEL_KEY,
+        is_simulated=False,
+        base_url=request.model_config_.base_url,
+    )
+
+
+@dataclass
+class CollectedRun:
+    """What one partition's run left in the service store and in the warehouse."""
+
+    summary: CollectSummary
+    rollouts: dict[str, Rollout]
+    warehouse: Warehouse
+    scenario_key: str
+
+    def table(self, name: str) -> pa.Table:
+        folder = self.warehouse.table_dir(name) / f"model={MODEL_KEY}" / f"scenario={self.scenario_key}"
+        files = sorted(folder.glob("*.parquet"))
+        assert files, f"no {name} rows were written under {folder}"
+        return pa.concat_tables([pq.read_table(f) for f in files])
+
+    def rows_by_task(self, name: str) -> dict[str, list[dict[str, Any]]]:
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for row in self.table(name).to_pylist():
+            grouped.setdefault(row["task_id"], []).append(row)
+        return grouped
+
+
+def collect(
+    backend: EvaluationBackend,
+    request: RunLaunchRequest,
+    scenario: ScenarioFiles,
+    data_dir: Path,
+    *,
+    timeout_seconds: float = 20.0,
+) -> CollectedRun:
+    """`run_and_collect` for one partition: launch, wait, write the warehouse; then read everything back."""
+    warehouse = Warehouse(data_dir / "warehouse")
+    summary = run_and_collect(
+        backend,
+        request,
+        context_for(request, scenario),
+        scenario,
+        warehouse,
+        data_dir / "artifacts",
+        timeout_seconds=timeout_seconds,
+    )
+    rollouts = {r.task_id: r for r in backend.list_rollouts(summary.run_id)}
+    return CollectedRun(summary, rollouts, warehouse, scenario.key)
+
+
+def assert_only_target_failed(
+    run: CollectedRun, *, status: RolloutStatus, reason: TerminationReason, message_contains: str
+) -> None:
+    """The target task's rollout ended with `status`/`reason` and says why; the other tasks completed and
+    passed; the store and the warehouse agree row for row, and every rollout kept its trace."""
+    assert set(run.rollouts) == set(TASK_IDS)
+    for task_id, rollout in run.rollouts.items():
+        assert rollout.status.is_terminal, f"{task_id} was left {rollout.status.value}"
+        assert rollout.termination_reason, f"{task_id} ended without a termination reason"
+        assert rollout.result is not None
+    target = run.rollouts[TARGET_TASK]
+    assert target.result is not None
+    assert (target.status, target.termination_reason) == (status, reason.value), target.result.message
+    assert message_contains in target.result.message
+    assert not target.result.success
+    for task_id in set(TASK_IDS) - {TARGET_TASK}:
+        other = run.rollouts[task_id]
+        assert other.result is not None
+        assert other.status == RolloutStatus.COMPLETED, (task_id, other.result.message)
+        assert other.result.success, (task_id, other.result.message)
+
+    rows = {task_id: rows[0] for task_id, rows in run.rows_by_task("rollouts").items()}
+    assert set(rows) == set(TASK_IDS) and run.table("rollouts").num_rows == len(TASK_IDS)
+    for task_id, rollout in run.rollouts.items():
+        row = rows[task_id]
+        assert (row["rollout_id"], row["status"], row["termination_reason"]) == (
+            rollout.rollout_id,
+            rollout.status.value,
+            rollout.termination_reason,
+        )
+        assert row["artifacts_path"] and Path(row["artifacts_path"]).is_file(), f"{task_id} lost its trace"
+    assert message_contains in (rows[TARGET_TASK]["error"] or "")
+    assert all(rows[t]["success"] for t in set(TASK_IDS) - {TARGET_TASK})
+    tool_calls = run.rows_by_task("tool_calls")
+    assert all(tool_calls.get(t) for t in set(TASK_IDS) - {TARGET_TASK}), "completed work is missing its tool calls"
+    expected = {RolloutStatus.COMPLETED.value: len(TASK_IDS) - 1}
+    expected[status.value] = expected.get(status.value, 0) + 1
+    assert run.summary.by_status == expected

@@ -1,0 +1,119 @@
+"""The disk for artifacts cannot be written.
+
+The tests run as root here, so `chmod 0o555` would stop nothing. Instead a path the pipeline must create is
+made impossible without any privilege: a regular FILE sits where a folder must go (then every write below it
+fails with NotADirectoryError), or a FOLDER sits where one rollout's artifact file must go (that one write fails
+with IsADirectoryError). Both behave like a read-only or failing disk for exactly the paths chosen.
+
+Three places are written: the service's artifact files (`<data>/service/artifacts/<run>/<rollout>.json`, by the
+executor), and the pipeline's trace copies (`<data>/artifacts/...`) and Parquet files (`<data>/warehouse/...`),
+by `run_and_collect`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.schemas.runs import RolloutStatus, TerminationReason
+from eval_pipelines.service.embedded import EmbeddedEvaluationService, service_paths
+from tests.reliability.support_faults import ModelFactory
+from tests.reliability.support_runs import (
+    SCENARIO_ID,
+    TARGET_TASK,
+    TASK_IDS,
+    collect,
+    launch_request,
+    model_config,
+)
+
+DUMP_BUG = (
+    "service/executor.py:282-283 (RunExecutor.execute, inner `one`) dumps the artifacts with no error "
+    "handling, so an OSError escapes asyncio.gather: the run aborts, ALL its rollouts (not just the one whose "
+    "file failed) stay 'running' in the store, and the orphaned ones hit 'client has been closed'. Fix: catch "
+    "OSError around the dump and finish that rollout as failed + infrastructure_error ('could not write "
+    "artifacts to <path>: <error>', artifacts_path None); and let every `one()` end its own rollout on any "
+    "exception."
+)
+
+
+def _block(path: Path, *, as_file: bool) -> None:
+    """Put a file where a folder must go (as_file) or a folder where a file must go."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if as_file:
+        path.write_text("this is a file, so nothing can be created below it\n", encoding="utf-8")
+    else:
+        path.mkdir()
+
+
+@pytest.mark.xfail(strict=True, reason=DUMP_BUG)
+def test_one_unwritable_artifact_file_fails_only_that_rollout(
+    backend: EmbeddedEvaluationService, catalog: ScenarioCatalog, data_dir: Path
+) -> None:
+    request = launch_request(model_config("sim://local"))
+    run_id = backend.launch_or_resume(request)  # the rollout ids exist from launch on, so one file can be blocked
+    target = next(r for r in backend.list_rollouts(run_id) if r.task_id == TARGET_TASK)
+    _block(backend.executor.artifacts_path(run_id, target.rollout_id), as_file=False)
+
+    run = collect(backend, request, catalog.get(SCENARIO_ID), data_dir)  # resumes the same run
+    assert run.summary.run_id == run_id
+    failed = run.rollouts[TARGET_TASK]
+    assert (failed.status, failed.termination_reason) == (RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR)
+    assert failed.result is not None and "artifacts" in failed.result.message
+    for task_id in set(TASK_IDS) - {TARGET_TASK}:
+        assert run.rollouts[task_id].status == RolloutStatus.COMPLETED
+    rows = {t: found[0] for t, found in run.rows_by_task("rollouts").items()}
+    assert {t: r["status"] for t, r in rows.items()} == {
+        t: "failed" if t == TARGET_TASK else "completed" for t in TASK_IDS
+    }
+
+
+@pytest.mark.xfail(strict=True, reason=DUMP_BUG)
+def test_unwritable_artifacts_folder_fails_every_rollout_with_a_reason(
+    backend: EmbeddedEvaluationService, catalog: ScenarioCatalog, data_dir: Path
+) -> None:
+    _, artifacts_dir = service_paths(data_dir)
+    _block(artifacts_dir, as_file=True)
+    run = collect(backend, launch_request(model_config("sim://local")), catalog.get(SCENARIO_ID), data_dir)
+    for task_id, rollout in run.rollouts.items():
+        assert (rollout.status, rollout.termination_reason) == (
+            RolloutStatus.FAILED,
+            TerminationReason.INFRASTRUCTURE_ERROR,
+        ), task_id
+        assert rollout.result is not None and "artifacts" in rollout.result.message
+    assert run.summary.by_status == {"failed": len(TASK_IDS)}
+
+
+@pytest.mark.parametrize("folder", ["artifacts", "warehouse"])
+def test_unwritable_pipeline_output_loses_no_completed_rollout(
+    folder: str,
+    faulty_model: ModelFactory,
+    backend: EmbeddedEvaluationService,
+    catalog: ScenarioCatalog,
+    data_dir: Path,
+) -> None:
+    """The partition fails loudly, naming the path; the rollouts stay completed in the service; a re-run once the
+    disk is back writes every row without running a single rollout (or model call) again."""
+    recorder, server = faulty_model(None)
+    request = launch_request(model_config(f"{server.url}/v1"))
+    blocked = data_dir / folder
+    _block(blocked, as_file=True)
+
+    with pytest.raises(OSError) as raised:
+        collect(backend, request, catalog.get(SCENARIO_ID), data_dir)
+    assert str(blocked) in str(raised.value)
+    run = backend.find_run(request.run_name or "")
+    assert run is not None and run.total == len(TASK_IDS) and run.completed == len(TASK_IDS)
+    calls = len(recorder.requests)
+    assert calls > 0
+
+    blocked.unlink()
+    again = collect(backend, request, catalog.get(SCENARIO_ID), data_dir)
+    assert again.summary.run_id == run.run_id
+    assert len(recorder.requests) == calls, "a completed rollout was run again"
+    assert again.summary.by_status == {"completed": len(TASK_IDS)}
+    rows = again.rows_by_task("rollouts")
+    assert set(rows) == set(TASK_IDS) and all(r[0]["success"] for r in rows.values())
+    assert all(Path(r[0]["artifacts_path"]).is_file() for r in rows.values())

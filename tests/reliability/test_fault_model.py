@@ -1,0 +1,151 @@
+"""Model-endpoint faults: 500 after the retries, garbage, a truncated body or stream, and no answer at all.
+
+Three email_ops tasks run through the embedded backend and `run_and_collect` against the simulated models
+behind a fault-injecting proxy. Only the middle task's requests (matched by its instruction) break, from its
+`from_turn`-th model call on, so the calls before the fault show what a rollout keeps of its own work.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eval_pipelines.engine.clients import ChatClientPool
+from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
+from eval_pipelines.lib.retry import RetryPolicy
+from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.runs import MSG_TIMEOUT, RolloutStatus, TerminationReason
+from eval_pipelines.service.embedded import EmbeddedEvaluationService
+from eval_pipelines.toolservers.admin import ToolServerAdmin
+from eval_pipelines.toolservers.host import ToolServerHost
+from eval_pipelines.verifiers.loader import load_verifier_package
+from tests.reliability.support_faults import Fault, ModelFactory, ModelFaultRule
+from tests.reliability.support_runs import (
+    SCENARIO_ID,
+    TARGET_TASK,
+    assert_only_target_failed,
+    collect,
+    launch_request,
+    model_config,
+    target_task,
+)
+
+#: What the chat client does by default: this many attempts for a 5xx or a broken connection.
+LLM_ATTEMPTS = RetryPolicy.for_llm().max_attempts
+#: The rollout timeout of the hanging-model test: far above a healthy rollout (well under a second), so only
+#: the hanging one reaches it, even on a busy machine.
+HANG_BUDGET = 6.0
+NOT_JSON = "with a body that is not JSON (garbage or truncated)"
+INCOMPLETE = "got a malformed or incomplete response (RemoteProtocolError"
+
+
+@pytest.mark.parametrize(
+    ("fault", "from_turn", "message", "attempts"),
+    [
+        (Fault.HTTP_500, 1, "failed on the server (HTTP 500): injected internal error", LLM_ATTEMPTS),
+        (Fault.GARBAGE, 2, NOT_JSON, 1),
+        (Fault.TRUNCATED_JSON, 2, NOT_JSON, 1),
+        (Fault.CUT_BODY, 1, INCOMPLETE, LLM_ATTEMPTS),
+        (Fault.CUT_STREAM, 2, INCOMPLETE, LLM_ATTEMPTS),
+    ],
+    ids=["http_500_after_retries", "garbage", "truncated_json", "cut_body", "cut_stream"],
+)
+def test_model_fault_fails_only_its_rollout_as_agent_error(
+    fault: Fault,
+    from_turn: int,
+    message: str,
+    attempts: int,
+    faulty_model: ModelFactory,
+    backend: EmbeddedEvaluationService,
+    catalog: ScenarioCatalog,
+    data_dir: Path,
+) -> None:
+    instruction = target_task(catalog).description
+    wrapper, server = faulty_model(ModelFaultRule(fault, instruction_contains=instruction, from_turn=from_turn))
+    request = launch_request(model_config(f"{server.url}/v1"))
+    run = collect(backend, request, catalog.get(SCENARIO_ID), data_dir)
+
+    assert_only_target_failed(
+        run, status=RolloutStatus.FAILED, reason=TerminationReason.AGENT_ERROR, message_contains=message
+    )
+    assert wrapper.faulted[instruction] == attempts
+    target = run.rollouts[TARGET_TASK]
+    assert target.result is not None and target.result.message.startswith("Agent execution failed: ")
+    # The tool calls made before the fault are kept, in the trace and in the warehouse.
+    assert target.result.steps_taken == from_turn - 1
+    assert len(run.rows_by_task("tool_calls").get(TARGET_TASK, [])) == from_turn - 1
+    assert [m["role"] for m in run.rows_by_task("messages")[TARGET_TASK]][:2] == ["system", "user"]
+
+
+@pytest.mark.parametrize("fault", [Fault.HTTP_500, Fault.CUT_BODY], ids=["http_500", "cut_body"])
+def test_transient_model_faults_are_retried_and_cost_nothing(
+    fault: Fault,
+    faulty_model: ModelFactory,
+    backend: EmbeddedEvaluationService,
+    catalog: ScenarioCatalog,
+    data_dir: Path,
+) -> None:
+    instruction = target_task(catalog).description
+    wrapper, server = faulty_model(ModelFaultRule(fault, instruction_contains=instruction, from_turn=2, times=2))
+    run = collect(backend, launch_request(model_config(f"{server.url}/v1")), catalog.get(SCENARIO_ID), data_dir)
+    assert wrapper.faulted[instruction] == 2
+    assert {t: (r.status.value, r.result.success if r.result else None) for t, r in run.rollouts.items()} == {
+        t: ("completed", True) for t in run.rollouts
+    }
+    assert run.summary.by_status == {"completed": 3}
+
+
+@pytest.mark.slow
+def test_model_that_never_answers_times_the_rollout_out_and_keeps_its_steps(
+    faulty_model: ModelFactory,
+    backend: EmbeddedEvaluationService,
+    catalog: ScenarioCatalog,
+    data_dir: Path,
+) -> None:
+    instruction = target_task(catalog).description
+    _, server = faulty_model(ModelFaultRule(Fault.HANG, instruction_contains=instruction, from_turn=2))
+    run = collect(
+        backend,
+        launch_request(model_config(f"{server.url}/v1")),
+        catalog.get(SCENARIO_ID),
+        data_dir,
+        timeout_seconds=HANG_BUDGET,
+    )
+    assert_only_target_failed(
+        run, status=RolloutStatus.FAILED, reason=TerminationReason.TIMEOUT, message_contains=MSG_TIMEOUT
+    )
+    target = run.rollouts[TARGET_TASK]
+    assert target.result is not None and target.result.steps_taken == 1
+    assert backend.get_artifacts(target.rollout_id).metadata.get("timeout") is True
+
+
+@pytest.mark.slow
+async def test_model_call_timeout_is_an_agent_error_naming_the_limit(
+    faulty_model: ModelFactory, tool_host: ToolServerHost, catalog: ScenarioCatalog
+) -> None:
+    """A per-call timeout shorter than the rollout's: every attempt times out, then the rollout fails."""
+    _, server = faulty_model(ModelFaultRule(Fault.HANG))
+    scenario = catalog.get(SCENARIO_ID)
+    task = scenario.task(TARGET_TASK)
+    spec = RolloutSpec(
+        rollout_id="ro_model_timeout",
+        run_id="run_model_timeout",
+        scenario_id=scenario.scenario_id,
+        task=task,
+        model_config=ModelConfig.model_validate(model_config(f"{server.url}/v1")),
+        tool_server_urls={"email": tool_host.base_url("email")},
+        seed={"email": scenario.seed_payload(task, "email")},
+        verifiers=load_verifier_package(scenario.verifiers_dir),
+        timeout_seconds=30.0,
+    )
+    engine = RolloutEngine(ChatClientPool(timeout_seconds=0.3), ToolServerAdmin())
+    try:
+        outcome = await engine.execute(spec)
+    finally:
+        await engine.clients.aclose()
+        await engine.admin.aclose()
+    assert (outcome.status, outcome.termination_reason) == (RolloutStatus.FAILED, TerminationReason.AGENT_ERROR)
+    assert "got no response within 0.3s" in (outcome.artifacts.error or "")
+    assert outcome.result.message == outcome.artifacts.error

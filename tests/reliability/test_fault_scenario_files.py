@@ -1,0 +1,128 @@
+"""Faults in a scenario's own files at run time: a verifier that crashes, and a seed file that cannot be read.
+
+Each test breaks one file of a copy of the built-in scenarios (`ScenarioCatalog(copy)`), runs three
+email_ops tasks through the embedded backend and `run_and_collect`, then re-verifies the stored rollouts the
+way the `verification` asset does (`verify_partition`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from eval_pipelines.pipeline.steps import verify_partition
+from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.schemas.runs import RolloutStatus, TerminationReason
+from eval_pipelines.service.embedded import EmbeddedEvaluationService
+from tests.reliability.support_runs import (
+    MODEL_KEY,
+    SCENARIO_ID,
+    TARGET_TASK,
+    TASK_IDS,
+    CollectedRun,
+    collect,
+    launch_request,
+    model_config,
+)
+
+#: The verifier module of the target task (email_ops_002: delete the toner promotion).
+TARGET_VERIFIER = "delete_toner_promo"
+CRASHES = {
+    "raises": 'raise RuntimeError("verifier bug: mailbox key missing")',
+    "exits": "raise SystemExit(3)",
+}
+
+
+def _break_verifier(scenarios: Path, body: str) -> None:
+    path = scenarios / "email_ops" / "verifiers" / f"{TARGET_VERIFIER}.py"
+    source = path.read_text(encoding="utf-8")
+    anchor = "def check(initial: State, final: State) -> Result:\n"
+    assert anchor in source, "the verifier's layout changed; update this test"
+    head, tail = source.split(anchor, 1)
+    docstring, rest = tail.split("\n", 1)
+    path.write_text(f"{head}{anchor}{docstring}\n    {body}\n{rest}", encoding="utf-8")
+
+
+def _run(scenarios: Path, data_dir: Path) -> tuple[CollectedRun, EmbeddedEvaluationService, ScenarioCatalog]:
+    catalog = ScenarioCatalog(scenarios)
+    backend = EmbeddedEvaluationService(data_dir, catalog)
+    request = launch_request(model_config("sim://local"))
+    try:
+        run = collect(backend, request, catalog.get(SCENARIO_ID), data_dir)
+    except SystemExit as exc:  # turned into a failure: an escaped SystemExit would end the whole sweep process
+        pytest.fail(f"SystemExit({exc.code}) escaped the run; no rollout state was written")
+    return run, backend, catalog
+
+
+def _assert_verifier_crash_is_a_labelled_fail(run: CollectedRun) -> None:
+    for task_id, rollout in run.rollouts.items():
+        assert rollout.status == RolloutStatus.COMPLETED and rollout.result is not None, task_id
+    target = run.rollouts[TARGET_TASK].result
+    assert target is not None and not target.success and target.reward == 0.0
+    [outcome] = target.verifiers
+    assert outcome.module == TARGET_VERIFIER and not outcome.success
+    assert outcome.message.startswith("Verifier error: "), outcome.message
+    assert all(run.rollouts[t].result.success for t in set(TASK_IDS) - {TARGET_TASK})  # type: ignore[union-attr]
+    rows = {t: found[0] for t, found in run.rows_by_task("rollouts").items()}
+    assert {t: r["status"] for t, r in rows.items()} == {t: "completed" for t in TASK_IDS}
+    assert rows[TARGET_TASK]["success"] is False
+
+
+def test_verifier_that_raises_is_a_labelled_verifier_error(scenarios_copy: Path, data_dir: Path) -> None:
+    _break_verifier(scenarios_copy, CRASHES["raises"])
+    run, _, catalog = _run(scenarios_copy, data_dir)
+    _assert_verifier_crash_is_a_labelled_fail(run)
+    target = run.rollouts[TARGET_TASK].result
+    assert target is not None and "RuntimeError: verifier bug: mailbox key missing" in target.verifiers[0].message
+
+    # Re-verification (the `verification` asset) records the crash per rollout and scores the others.
+    summary = verify_partition(run.warehouse, catalog.get(SCENARIO_ID), MODEL_KEY, run.scenario_key)
+    assert (summary.rollouts_verified, summary.passed, summary.skipped) == (3, 2, 0)
+    assert summary.file is not None
+    verdicts = {r["task_id"]: r for r in pq.read_table(summary.file).to_pylist()}
+    assert verdicts[TARGET_TASK]["success"] is False
+    assert verdicts[TARGET_TASK]["message"].startswith("Verifier error: RuntimeError")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="verifiers/protocol.py:48 run_verifier catches only Exception, so a verifier's sys.exit()/SystemExit "
+    "escapes engine.verify, RunExecutor.execute's `except Exception` (service/executor.py:270) and asyncio.run: "
+    "the run aborts and every rollout of it stays 'running'. Fix: catch SystemExit in run_verifier as "
+    "'Verifier error: SystemExit: <code>' (or run untrusted verifiers through verifiers.isolation).",
+)
+def test_verifier_that_calls_sys_exit_costs_one_verdict_not_the_run(scenarios_copy: Path, data_dir: Path) -> None:
+    _break_verifier(scenarios_copy, CRASHES["exits"])
+    run, _, _ = _run(scenarios_copy, data_dir)
+    _assert_verifier_crash_is_a_labelled_fail(run)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="service/executor.py:250-267 (RunExecutor.execute, inner `one`) builds the RolloutSpec "
+    "(scenario.seed_payload reads the seed files) after claim() and outside any try, so a ScenarioError "
+    "escapes asyncio.gather: the run aborts and every claimed rollout stays 'running' forever. Fix: build the "
+    "spec inside the try of `one()` and finish the rollout as workspace_error ('Workspace provisioning failed: "
+    "<file>: invalid JSON ...'); also let each `one()` end its own rollout on any exception so gather never "
+    "abandons the others.",
+)
+def test_unreadable_seed_file_fails_only_the_tasks_that_use_it(scenarios_copy: Path, data_dir: Path) -> None:
+    task_path = scenarios_copy / "email_ops" / "tasks" / f"{TARGET_TASK}.json"
+    task = json.loads(task_path.read_text(encoding="utf-8"))
+    task["seed_data"]["email"] = ["mailbox_broken.json"]
+    task_path.write_text(json.dumps(task), encoding="utf-8")
+    (scenarios_copy / "email_ops" / "seed_data" / "mailbox_broken.json").write_text('{"emails": [', encoding="utf-8")
+
+    catalog = ScenarioCatalog(scenarios_copy)
+    backend = EmbeddedEvaluationService(data_dir, catalog)
+    run = collect(backend, launch_request(model_config("sim://local")), catalog.get(SCENARIO_ID), data_dir)
+    target = run.rollouts[TARGET_TASK]
+    assert (target.status, target.termination_reason) == (
+        RolloutStatus.WORKSPACE_ERROR,
+        TerminationReason.WORKSPACE_ERROR,
+    )
+    assert target.result is not None and "mailbox_broken.json" in target.result.message
+    assert all(run.rollouts[t].status == RolloutStatus.COMPLETED for t in set(TASK_IDS) - {TARGET_TASK})
