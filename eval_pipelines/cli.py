@@ -20,6 +20,7 @@ from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, par
 from eval_pipelines.sweeps import (
     ConfigError,
     default_sweep_id,
+    load_all_sweeps,
     load_sweep,
     model_config_for,
     run_name,
@@ -74,7 +75,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     config_path = Path(args.config).resolve()
     sweep = load_sweep(config_path)
     catalog = ScenarioCatalog()
+    load_all_sweeps(config_path.parent)  # the assets read every config beside this one: fail here, by name
     scenarios = sweep_scenarios(sweep, catalog, source=str(config_path))
+    known_tasks = {task_id for s in scenarios for task_id in s.tasks()}
+    for index, task_id in enumerate(sweep.task_ids or []):
+        if task_id not in known_tasks:
+            raise UserError(
+                f"{config_path}: task_ids[{index}]: unknown task {task_id!r} in scenarios "
+                f"{[s.scenario_id for s in scenarios]}"
+            )
     for model in sweep.models:
         model_config_for(model, source=str(config_path))  # a missing key variable fails here, before any run
     sweep_id = args.sweep_id or default_sweep_id(sweep)
@@ -98,7 +107,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         backend = eval_service.get_backend()
     resources = {"paths": paths, "eval_service": eval_service}
     pairs = [(m, s) for s in scenarios for m in sweep.models]
-    total = sum(len(s.tasks()) * sweep.rollout_count for _, s in pairs)
+    total = sum(
+        len([t for t in s.tasks() if not sweep.task_ids or t in sweep.task_ids]) * sweep.rollout_count
+        for _, s in pairs
+    )
     labels = {m.name: f"{m.name} (simulated)" if m.is_simulated else m.name for m in sweep.models}
     console.print(
         f"sweep [bold]{sweep.name}[/] id [bold]{sweep_id}[/]: {len(sweep.models)} models x {len(scenarios)} "

@@ -111,5 +111,8 @@ class HttpEvaluationBackend:
     def list_rollouts(self, run_id: str) -> list[Rollout]:
         return self.client.list_rollouts(run_id=run_id).rollouts
 
-    def get_artifacts(self, rollout_id: str) -> RunArtifacts:
-        return self.client.get_artifacts(rollout_id).artifacts
+    def get_artifacts(self, rollout_id: str) -> RunArtifacts | None:
+        try:
+            return self.client.get_artifacts(rollout_id).artifacts
+        except NotFound:
+            return None

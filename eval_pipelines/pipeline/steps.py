@@ -91,9 +91,10 @@ def run_and_collect(
         path: str | None = None
         if rollout.status.is_terminal:
             artifacts = backend.get_artifacts(rollout.rollout_id)
-            target = trace_path(traces_root, ctx.model_key, ctx.scenario_key, rollout.rollout_id)
-            artifacts.dump(target)
-            path = str(target)
+            if artifacts is not None:
+                target = trace_path(traces_root, ctx.model_key, ctx.scenario_key, rollout.rollout_id)
+                artifacts.dump(target)
+                path = str(target)
         collected.append((rollout, artifacts, path))
     tables = rollout_tables(ctx, collected)
     rows_written: dict[str, int] = {}

@@ -87,6 +87,7 @@ class ScenarioFiles:
     root: Path
     template: Template
     _tasks: dict[str, Task] | None = field(default=None, repr=False)
+    _parsed_seeds: set[Path] = field(default_factory=set, repr=False)
 
     @property
     def scenario_id(self) -> str:
@@ -143,8 +144,12 @@ class ScenarioFiles:
     def _check_task_references(self, path: Path, task: Task) -> None:
         for server, files in task.seed_data.items():
             for name in files:
-                if not (self.root / "seed_data" / name).is_file():
+                seed = self.root / "seed_data" / name
+                if not seed.is_file():
                     raise ScenarioError(f"{path}: seed_data.{server}: seed file {name!r} does not exist")
+                if seed.suffix == ".json" and seed not in self._parsed_seeds:
+                    _read_json(seed)  # a broken seed file is a scenario error at load, not a crash mid-run
+                    self._parsed_seeds.add(seed)
         for module in task.verifiers:
             if not (self.root / "verifiers" / f"{module}.py").is_file():
                 raise ScenarioError(f"{path}: verifiers: module {module!r} has no file verifiers/{module}.py")

@@ -85,10 +85,14 @@ class SweepConfig(StrictModel):
             raise ValueError("sweep name may only contain letters, digits, '_', '.' and '-'")
         return value
 
-    @model_validator(mode="after")
-    def _unique_models(self) -> SweepConfig:
-        names = [m.name for m in self.models]
+    @field_validator("models")
+    @classmethod
+    def _unique_models_and_known_user_models(cls, models: list[SweepModel]) -> list[SweepModel]:
+        names = [m.name for m in models]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"model names must be unique; repeated: {duplicates}")
-        return self
+        for index, model in enumerate(models):
+            if model.user_model is not None and model.user_model not in names:
+                raise ValueError(f"models[{index}].user_model: no model named {model.user_model!r} in this sweep")
+        return models

@@ -63,5 +63,8 @@ class EmbeddedEvaluationService:
             raise NotFound(f"run {run_id!r} not found")
         return self.store.list_rollouts(run_id=run_id)
 
-    def get_artifacts(self, rollout_id: str) -> RunArtifacts:
-        return self.executor.load_artifacts(rollout_id)
+    def get_artifacts(self, rollout_id: str) -> RunArtifacts | None:
+        try:
+            return self.executor.load_artifacts(rollout_id)
+        except NotFound:
+            return None

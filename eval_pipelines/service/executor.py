@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, RolloutSpec
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import (
@@ -34,7 +34,7 @@ from eval_pipelines.schemas.runs import (
     TaskOverride,
     TerminationReason,
 )
-from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.schemas.scenarios import NpcProfile, Task
 from eval_pipelines.service.runtime import LocalRuntime
 from eval_pipelines.service.store import NewRollout, Runner, RunStore
 from eval_pipelines.toolservers.admin import ToolServerAdmin
@@ -76,6 +76,19 @@ def apply_override(task: Task, override: TaskOverride | None) -> tuple[Task, dic
     if override.client_context is not None:
         extra["client_context"] = override.client_context
     return task, extra
+
+
+def _failed_outcome(task: Task, status: RolloutStatus, reason: TerminationReason, message: str) -> RolloutOutcome:
+    """The outcome of a rollout that could not run (or be recorded), with the reason in its artifacts."""
+    artifacts = RunArtifacts(task_id=task.task_id, task=task.description)
+    artifacts.set_error(message)
+    return RolloutOutcome(status, reason, RolloutResult(message=message, termination_reason=reason.value), artifacts)
+
+
+def npc_profiles_of(scenario: ScenarioFiles, task: Task) -> tuple[NpcProfile, ...]:
+    """The scenario's full profiles (with public_info) of the task's NPCs, which the listing of a task omits."""
+    full = {npc.profile_id: npc for npc in scenario.npcs}
+    return tuple(full.get(p.profile_id, p) for p in task.npc_profiles)
 
 
 class RollingObserver:
@@ -250,39 +263,63 @@ class RunExecutor:
                 if cancel.is_set() or not self.store.claim(rollout.rollout_id, self.runner):
                     return
                 task, extra = apply_override(scenario.task(rollout.task_id), overrides.get(rollout.task_id))
-                spec = RolloutSpec(
-                    rollout_id=rollout.rollout_id,
-                    run_id=run_id,
-                    scenario_id=scenario.scenario_id,
-                    task=task,
-                    model_config=resolved,
-                    tool_server_urls=urls,
-                    seed={ts.name: scenario.seed_payload(task, ts.name) for ts in task.tool_servers},
-                    verifiers=package,
-                    timeout_seconds=timeout_seconds,
-                    rollout_index=rollout.rollout_index,
-                    client_context=extra.get("client_context"),
-                    agent_path=agent_path if isinstance(agent_path, str) else None,
-                    user_model_config=resolved_user,
-                )
                 try:
-                    outcome = await engine.execute(spec, RollingObserver(self.store, rollout.rollout_id), cancel)
-                except Exception as exc:  # an engine bug must cost one rollout, not the run
-                    logger.exception("rollout %s crashed in the engine", rollout.rollout_id)
-                    artifacts = RunArtifacts(task_id=task.task_id, task=task.description)
-                    artifacts.set_error(f"Agent execution failed: {type(exc).__name__}: {exc}")
-                    outcome = RolloutOutcome(
-                        RolloutStatus.FAILED,
-                        TerminationReason.INFRASTRUCTURE_ERROR,
-                        RolloutResult(message=artifacts.error or "", termination_reason="infrastructure_error"),
-                        artifacts,
+                    seed = {ts.name: scenario.seed_payload(task, ts.name) for ts in task.tool_servers}
+                except ScenarioError as exc:  # a broken seed file costs the tasks that use it, not the run
+                    outcome = _failed_outcome(
+                        task,
+                        RolloutStatus.WORKSPACE_ERROR,
+                        TerminationReason.WORKSPACE_ERROR,
+                        f"Workspace provisioning failed: {exc}",
                     )
+                else:
+                    spec = RolloutSpec(
+                        rollout_id=rollout.rollout_id,
+                        run_id=run_id,
+                        scenario_id=scenario.scenario_id,
+                        task=task,
+                        model_config=resolved,
+                        tool_server_urls=urls,
+                        seed=seed,
+                        verifiers=package,
+                        timeout_seconds=timeout_seconds,
+                        rollout_index=rollout.rollout_index,
+                        client_context=extra.get("client_context"),
+                        agent_path=agent_path if isinstance(agent_path, str) else None,
+                        user_model_config=resolved_user,
+                        npc_profiles=npc_profiles_of(scenario, task),
+                    )
+                    try:
+                        outcome = await engine.execute(spec, RollingObserver(self.store, rollout.rollout_id), cancel)
+                    except Exception as exc:  # an engine bug must cost one rollout, not the run
+                        logger.exception("rollout %s crashed in the engine", rollout.rollout_id)
+                        outcome = _failed_outcome(
+                            task,
+                            RolloutStatus.FAILED,
+                            TerminationReason.INFRASTRUCTURE_ERROR,
+                            f"Agent execution failed: {type(exc).__name__}: {exc}",
+                        )
                 if "rubric_markdown" in extra:
                     outcome.artifacts.metadata["rubric_markdown"] = extra["rubric_markdown"]
-                path = self.artifacts_path(run_id, rollout.rollout_id)
-                await asyncio.to_thread(outcome.artifacts.dump, path)
+                target = self.artifacts_path(run_id, rollout.rollout_id)
+                path: str | None = str(target)
+                try:
+                    await asyncio.to_thread(outcome.artifacts.dump, target)
+                except OSError as exc:
+                    # Without its trace the rollout cannot be verified or audited: record why, keep the others going.
+                    outcome = _failed_outcome(
+                        task,
+                        RolloutStatus.FAILED,
+                        TerminationReason.INFRASTRUCTURE_ERROR,
+                        f"could not write artifacts to {target}: {exc.strerror or exc}",
+                    )
+                    path = None
                 self.store.finish(
-                    rollout.rollout_id, outcome.status, outcome.result, outcome.termination_reason.value, str(path)
+                    rollout.rollout_id,
+                    outcome.status,
+                    outcome.result,
+                    outcome.termination_reason.value,
+                    path,
                 )
                 if on_rollout_done is not None:
                     done = self.store.get_rollout(rollout.rollout_id)

@@ -193,13 +193,6 @@ def test_malformed_scenario_file_is_named_and_exits_2(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline/steps.py:41 launch_request silently drops task_ids that are not in the scenario (and "
-    "cli.py:88 counts every task of the scenario, ignoring task_ids): a typo runs fewer tasks and exits 0. Fix: "
-    "cmd_sweep checks each task id against the sweep's scenarios and raises UserError "
-    "'<config>: task_ids[<i>]: unknown task <id> in scenarios [...]' before any run.",
-)
 def test_unknown_task_id_is_named_and_exits_2(cli_env: Path, capfd: pytest.CaptureFixture[str]) -> None:
     config = _write_config(cli_env, VALID.replace("[email_ops_001]", "[email_ops_001, email_ops_999]"))
     code, err = _sweep(config, capfd)
@@ -207,14 +200,6 @@ def test_unknown_task_id_is_named_and_exits_2(cli_env: Path, capfd: pytest.Captu
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli.py:84 gives the assets EvalPaths(sweeps_dir=<config's folder>) and defs/evals/assets.py:47 "
-    "(_partition_work -> paths.sweeps() -> load_all_sweeps) parses EVERY yaml there, so a broken sibling config "
-    "fails each partition inside Dagster: exit 1 with a Dagster stack trace on stderr. Fix: cmd_sweep calls "
-    "load_all_sweeps(config_path.parent) before launching (ConfigError -> exit 2), or the assets read only the "
-    "sweep named by the run tag.",
-)
 def test_broken_sibling_sweep_config_is_named_and_exits_2(cli_env: Path, capfd: pytest.CaptureFixture[str]) -> None:
     config = _write_config(cli_env, VALID)
     sibling = _write_config(cli_env, "name: other\nscenarios: [\n", name="other.yaml")
@@ -223,14 +208,6 @@ def test_broken_sibling_sweep_config_is_named_and_exits_2(cli_env: Path, capfd: 
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="scenarios/catalog.py:143-147 _check_task_references only checks that seed files exist; a seed file "
-    "with invalid JSON is read first by the executor (scenario.seed_payload), so the sweep fails inside Dagster: "
-    "exit 1 with a stack trace (and rollouts left 'running', see test_fault_scenario_files). Fix: parse the JSON "
-    "seed files when the tasks are loaded (ScenarioError naming the file), or have cmd_sweep call "
-    "seed_payload for every selected task before launching.",
-)
 def test_malformed_seed_file_is_named_and_exits_2(
     cli_env: Path, scenarios_copy: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -242,13 +219,6 @@ def test_malformed_seed_file_is_named_and_exits_2(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="an unknown `user_model` is only detected by pipeline/steps.py:50 launch_request, which runs inside "
-    "the eval_run asset, so the sweep fails in Dagster (exit 1, Dagster stack trace on stderr) instead of before "
-    "any run. Fix: validate user_model names in SweepConfig (a model_validator naming models.<i>.user_model) "
-    "or call launch_request for every pair in cmd_sweep before launching.",
-)
 def test_unknown_user_model_is_named_and_exits_2(cli_env: Path, capfd: pytest.CaptureFixture[str]) -> None:
     config = _write_config(
         cli_env, VALID.replace("base_url: 'sim://local'}", "base_url: 'sim://local', user_model: nobody}")
@@ -257,11 +227,6 @@ def test_unknown_user_model_is_named_and_exits_2(cli_env: Path, capfd: pytest.Ca
     assert_user_error(code, err, str(config), "user_model", "nobody")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="schemas/sweep.py:88-94: the unique-model-names check is a model_validator on SweepConfig, so the "
-    "error is located at '<root>' and names no field. Fix: make it @field_validator('models') (loc 'models').",
-)
 def test_duplicate_model_names_name_the_models_field(cli_env: Path, capfd: pytest.CaptureFixture[str]) -> None:
     config = _write_config(cli_env, VALID + "  - {name: sim-oracle, model: sim-noop, base_url: 'sim://local'}\n")
     code, err = _sweep(config, capfd)

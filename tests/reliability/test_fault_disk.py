@@ -29,15 +29,6 @@ from tests.reliability.support_runs import (
     model_config,
 )
 
-DUMP_BUG = (
-    "service/executor.py:282-283 (RunExecutor.execute, inner `one`) dumps the artifacts with no error "
-    "handling, so an OSError escapes asyncio.gather: the run aborts, ALL its rollouts (not just the one whose "
-    "file failed) stay 'running' in the store, and the orphaned ones hit 'client has been closed'. Fix: catch "
-    "OSError around the dump and finish that rollout as failed + infrastructure_error ('could not write "
-    "artifacts to <path>: <error>', artifacts_path None); and let every `one()` end its own rollout on any "
-    "exception."
-)
-
 
 def _block(path: Path, *, as_file: bool) -> None:
     """Put a file where a folder must go (as_file) or a folder where a file must go."""
@@ -48,7 +39,6 @@ def _block(path: Path, *, as_file: bool) -> None:
         path.mkdir()
 
 
-@pytest.mark.xfail(strict=True, reason=DUMP_BUG)
 def test_one_unwritable_artifact_file_fails_only_that_rollout(
     backend: EmbeddedEvaluationService, catalog: ScenarioCatalog, data_dir: Path
 ) -> None:
@@ -70,7 +60,6 @@ def test_one_unwritable_artifact_file_fails_only_that_rollout(
     }
 
 
-@pytest.mark.xfail(strict=True, reason=DUMP_BUG)
 def test_unwritable_artifacts_folder_fails_every_rollout_with_a_reason(
     backend: EmbeddedEvaluationService, catalog: ScenarioCatalog, data_dir: Path
 ) -> None:

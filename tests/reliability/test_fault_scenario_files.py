@@ -87,36 +87,23 @@ def test_verifier_that_raises_is_a_labelled_verifier_error(scenarios_copy: Path,
     assert verdicts[TARGET_TASK]["message"].startswith("Verifier error: RuntimeError")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verifiers/protocol.py:48 run_verifier catches only Exception, so a verifier's sys.exit()/SystemExit "
-    "escapes engine.verify, RunExecutor.execute's `except Exception` (service/executor.py:270) and asyncio.run: "
-    "the run aborts and every rollout of it stays 'running'. Fix: catch SystemExit in run_verifier as "
-    "'Verifier error: SystemExit: <code>' (or run untrusted verifiers through verifiers.isolation).",
-)
 def test_verifier_that_calls_sys_exit_costs_one_verdict_not_the_run(scenarios_copy: Path, data_dir: Path) -> None:
     _break_verifier(scenarios_copy, CRASHES["exits"])
     run, _, _ = _run(scenarios_copy, data_dir)
     _assert_verifier_crash_is_a_labelled_fail(run)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="service/executor.py:250-267 (RunExecutor.execute, inner `one`) builds the RolloutSpec "
-    "(scenario.seed_payload reads the seed files) after claim() and outside any try, so a ScenarioError "
-    "escapes asyncio.gather: the run aborts and every claimed rollout stays 'running' forever. Fix: build the "
-    "spec inside the try of `one()` and finish the rollout as workspace_error ('Workspace provisioning failed: "
-    "<file>: invalid JSON ...'); also let each `one()` end its own rollout on any exception so gather never "
-    "abandons the others.",
-)
 def test_unreadable_seed_file_fails_only_the_tasks_that_use_it(scenarios_copy: Path, data_dir: Path) -> None:
     task_path = scenarios_copy / "email_ops" / "tasks" / f"{TARGET_TASK}.json"
     task = json.loads(task_path.read_text(encoding="utf-8"))
     task["seed_data"]["email"] = ["mailbox_broken.json"]
     task_path.write_text(json.dumps(task), encoding="utf-8")
-    (scenarios_copy / "email_ops" / "seed_data" / "mailbox_broken.json").write_text('{"emails": [', encoding="utf-8")
+    broken = scenarios_copy / "email_ops" / "seed_data" / "mailbox_broken.json"
+    broken.write_text((scenarios_copy / "email_ops" / "seed_data" / "mailbox.json").read_text(), encoding="utf-8")
 
     catalog = ScenarioCatalog(scenarios_copy)
+    catalog.get(SCENARIO_ID).tasks()  # loaded while valid (a broken file at load is a CLI error, exit 2)...
+    broken.write_text('{"emails": [', encoding="utf-8")  # ...then it breaks while the scenario is in use
     backend = EmbeddedEvaluationService(data_dir, catalog)
     run = collect(backend, launch_request(model_config("sim://local")), catalog.get(SCENARIO_ID), data_dir)
     target = run.rollouts[TARGET_TASK]
