@@ -29,7 +29,7 @@ from eval_pipelines.sweeps import (
 
 EXIT_USER_ERROR = 2
 SERVICE_KEY_ENV = "EVAL_SERVICE_API_KEY"
-PARTITION_STEPS = ("eval_run", "rollouts", "verification")
+PARTITION_STEPS = ("eval_run", "rollouts", "verification", "rubric_verification")
 ASSESSMENT_STEPS = ("assessment_dataset", "judgements")
 #: The progress bar is the CLI's view of a sweep; Dagster's own event stream stays in its storage and UI.
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -47,6 +47,36 @@ def _dagster_instance() -> Any:
     # The repository's dagster.yaml keeps storage under data/dagster, relative to the repository root.
     os.chdir(project_root())
     return dg.DagsterInstance.from_config(str(project_root()))
+
+
+CLI_PID_TAG = "eval_pipelines/cli_pid"
+CLI_HOST_TAG = "eval_pipelines/cli_host"
+
+
+def fail_abandoned_cli_runs(instance: Any) -> int:
+    """Runs this host's CLI started that are still STARTED although their process is gone (kill -9): fail them
+    and free their pool slots, which run monitoring does not do for in-process runs. Returns how many."""
+    import socket
+
+    import dagster as dg
+
+    host = socket.gethostname()
+    statuses = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]
+    failed = 0
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=statuses, tags={CLI_HOST_TAG: host})):
+        pid = int(run.tags.get(CLI_PID_TAG, "0") or 0)
+        if pid > 0:
+            try:
+                os.kill(pid, 0)
+                continue  # that sweep is still running
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue  # alive, owned by someone else
+        instance.report_run_failed(run, message=f"the sweep process (pid {pid}) is gone")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        failed += 1
+    return failed
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -88,6 +118,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         model_config_for(model, source=str(config_path))  # a missing key variable fails here, before any run
     sweep_id = args.sweep_id or default_sweep_id(sweep)
     instance = _dagster_instance()
+    abandoned = fail_abandoned_cli_runs(instance)
     instance.add_dynamic_partitions(MODELS.name, [m.name for m in sweep.models])
     instance.add_dynamic_partitions(SCENARIOS.name, [s.key for s in scenarios])
 
@@ -108,10 +139,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     resources = {"paths": paths, "eval_service": eval_service}
     pairs = [(m, s) for s in scenarios for m in sweep.models]
     total = sum(
-        len([t for t in s.tasks() if not sweep.task_ids or t in sweep.task_ids]) * sweep.rollout_count
-        for _, s in pairs
+        len([t for t in s.tasks() if not sweep.task_ids or t in sweep.task_ids]) * sweep.rollout_count for _, s in pairs
     )
     labels = {m.name: f"{m.name} (simulated)" if m.is_simulated else m.name for m in sweep.models}
+    import socket
+
+    cli_tags = {CLI_PID_TAG: str(os.getpid()), CLI_HOST_TAG: socket.gethostname()}
+    if abandoned:
+        console.print(f"marked {abandoned} run(s) of a killed sweep as failed and freed their pool slots")
     console.print(
         f"sweep [bold]{sweep.name}[/] id [bold]{sweep_id}[/]: {len(sweep.models)} models x {len(scenarios)} "
         f"scenarios x rollout_count {sweep.rollout_count} = {total} rollouts"
@@ -151,14 +186,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                     partition_key=partition_of(model.name, scenario.key),
                     instance=instance,
                     resources=resources,
-                    tags={SWEEP_TAG: sweep.name, SWEEP_ID_TAG: sweep_id},
+                    tags={SWEEP_TAG: sweep.name, SWEEP_ID_TAG: sweep_id, **cli_tags},
                     run_config=QUIET_CONSOLE,
                     raise_on_error=False,
                 )
                 if not result.success:
                     failures.append(f"{model.name}|{scenario.key}")
             catalog_result = dg.materialize(
-                [eval_catalog], instance=instance, resources=resources, run_config=QUIET_CONSOLE, raise_on_error=False
+                [eval_catalog],
+                instance=instance,
+                resources=resources,
+                run_config=QUIET_CONSOLE,
+                tags=cli_tags,
+                raise_on_error=False,
             )
             if not catalog_result.success:
                 failures.append("eval_catalog")

@@ -11,9 +11,11 @@ from eval_pipelines.defs.evals.assets import (
     eval_catalog,
     eval_run,
     rollouts,
+    rubric_verification,
     verifiers_code_version,
 )
 from eval_pipelines.defs.evals.automation import build_schedules, sweep_job, sync_sweep_partitions
+from eval_pipelines.defs.evals.executors import celery_sweep_job, sweep_job_for_deployment
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
 from eval_pipelines.defs.taskgen.assets import generated_tasks
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
@@ -24,7 +26,7 @@ def build_assets() -> list[dg.AssetsDefinition]:
     assessment assets. `verification`'s code version is read from the verifier sources each time
     this runs (each code-location load), which is what lets a verifier edit trigger re-verification."""
     verification = build_verification_asset(verifiers_code_version(ScenarioCatalog()))
-    return [eval_run, rollouts, verification, eval_catalog, *ASSESSMENT_ASSETS, generated_tasks]
+    return [eval_run, rollouts, verification, eval_catalog, *ASSESSMENT_ASSETS, generated_tasks, rubric_verification]
 
 
 def assets_by_name() -> dict[str, dg.AssetsDefinition]:
@@ -35,8 +37,8 @@ def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=build_assets(),
         asset_checks=[build_scores_check()],
-        jobs=[sweep_job],
-        schedules=build_schedules(),
+        jobs=[sweep_job, celery_sweep_job],
+        schedules=build_schedules(sweep_job_for_deployment()),
         sensors=[sync_sweep_partitions],
         resources={"paths": EvalPaths(), "eval_service": EvalService()},
     )

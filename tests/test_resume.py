@@ -30,8 +30,11 @@ models:
 def _completed(store: Path) -> dict[str, str]:
     if not store.is_file():
         return {}
-    with sqlite3.connect(store) as db:
-        rows = db.execute("select rollout_id, completed_at from rollouts where status = 'completed'").fetchall()
+    try:
+        with sqlite3.connect(store) as db:
+            rows = db.execute("select rollout_id, completed_at from rollouts where status = 'completed'").fetchall()
+    except sqlite3.OperationalError:  # the store exists but its tables are not created yet
+        return {}
     return dict(rows)
 
 
@@ -87,3 +90,13 @@ def test_kill_and_rerun_completes_only_the_missing_rollouts(tmp_path: Path, serv
     table = pq.read_table(part)
     ids = table.column("rollout_id").to_pylist()
     assert len(ids) == len(set(ids)) == 36
+    # The killed sweep's Dagster run was failed (and its pool slots freed) by the re-run; none is left STARTED.
+    import dagster as dg
+
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        stuck = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+        failed = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+    finally:
+        instance.dispose()
+    assert stuck == [] and len(failed) >= 1

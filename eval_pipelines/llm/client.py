@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from pydantic import SecretStr, ValidationError
@@ -26,6 +26,7 @@ from eval_pipelines.llm.errors import (
     scrub_secrets,
     truncate,
 )
+from eval_pipelines.llm.limiter import AdaptiveLimiter
 from eval_pipelines.llm.types import ChatCompletion, ChatRequest
 from eval_pipelines.schemas.model_config import ModelConfig
 
@@ -46,11 +47,39 @@ def normalise_base_url(base_url: str) -> str:
     return url
 
 
+class _ObservedHttp:
+    """The two methods `send_with_retries` uses, with every attempt's answer reported to the limiter.
+
+    Observing attempts (not only the final answer) is what lets a 429 that a retry later overcame still
+    shrink the limit and pause new requests.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, limiter: AdaptiveLimiter, max_delay: float) -> None:
+        self._http = http
+        self._limiter = limiter
+        self._max_delay = max_delay
+
+    def build_request(self, *args: Any, **kwargs: Any) -> httpx.Request:
+        return self._http.build_request(*args, **kwargs)
+
+    async def send(self, request: httpx.Request) -> httpx.Response:
+        started_at = self._limiter.now()
+        response = await self._http.send(request)
+        self._limiter.record(
+            response.status_code,
+            started_at=started_at,
+            retry_after=retry_after_seconds(response, max_delay=self._max_delay),
+        )
+        return response
+
+
 class ChatClient:
     """`async with ChatClient(url, key) as llm: completion = await llm.complete(request)`.
 
-    At most `max_concurrency` requests are in flight (retries and their back-off included, so a rate-limited
-    endpoint sees back-pressure rather than more traffic). Every attempt is bounded by `timeout_seconds`.
+    Every request holds a slot of `limiter` (an `AdaptiveLimiter` of at most `max_concurrency` slots) for its
+    whole retry sequence, back-off included, so a rate-limited endpoint sees back-pressure rather than more
+    traffic. The limiter halves on 429, pauses new requests for the server's Retry-After and grows back after
+    successes; `client.limiter.stats()` shows where it stands. Every attempt is bounded by `timeout_seconds`.
     The key is sent per request, never stored on a shared `http_client`, and never shown in repr or errors.
     """
 
@@ -64,6 +93,7 @@ class ChatClient:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         http_client: httpx.AsyncClient | None = None,
         sleep: SleepFn | None = None,
+        limiter: AdaptiveLimiter | None = None,
     ) -> None:
         if timeout_seconds <= 0:
             raise ValueError("timeout_seconds must be positive")
@@ -76,7 +106,7 @@ class ChatClient:
         self.max_concurrency = max_concurrency
         # SecretStr: an accidental print or vars() dump shows '**********'.
         self._api_key = SecretStr(api_key) if api_key else None
-        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self.limiter = limiter or AdaptiveLimiter(max_concurrency, name=display_url(self.base_url))
         self._sleep: SleepFn = sleep or asyncio.sleep
         self._owns_http = http_client is None
         self._http = http_client or httpx.AsyncClient(
@@ -94,6 +124,7 @@ class ChatClient:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         http_client: httpx.AsyncClient | None = None,
         sleep: SleepFn | None = None,
+        limiter: AdaptiveLimiter | None = None,
     ) -> ChatClient:
         return cls(
             cfg.resolved_base_url(),
@@ -103,6 +134,7 @@ class ChatClient:
             max_concurrency=max_concurrency,
             http_client=http_client,
             sleep=sleep,
+            limiter=limiter,
         )
 
     def __repr__(self) -> str:
@@ -124,9 +156,11 @@ class ChatClient:
         return headers
 
     async def _send(self, method: str, url: str, *, model: str | None, **kwargs: Any) -> httpx.Response:
+        # send_with_retries only calls build_request and send, which _ObservedHttp provides.
+        observed = cast(httpx.AsyncClient, _ObservedHttp(self._http, self.limiter, self.retry.max_delay))
         try:
             return await send_with_retries(
-                self._http,
+                observed,
                 method,
                 url,
                 policy=self.retry,
@@ -161,7 +195,7 @@ class ChatClient:
     async def complete(self, request: ChatRequest) -> ChatCompletion:
         """POST `{base_url}/chat/completions`; raises an `LLMError` subclass on any failure."""
         body = request.to_wire()
-        async with self._semaphore:
+        async with self.limiter.slot():
             started = time.monotonic()
             response = await self._send("POST", self.endpoint, model=request.model, json=body)
         elapsed = time.monotonic() - started
@@ -226,7 +260,7 @@ class ChatClient:
     async def list_models(self) -> list[str]:
         """Model ids from `GET {base_url}/models` (not every server implements it)."""
         url = self.base_url + "/models"
-        async with self._semaphore:
+        async with self.limiter.slot():
             response = await self._send("GET", url, model=None)
         self._raise_for_status(response, url, None)
         try:

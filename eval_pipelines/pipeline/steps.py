@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -14,13 +15,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eval_pipelines.clients.backend import EvaluationBackend, ProgressCallback
+from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.scenarios.catalog import ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import Rollout, RunLaunchRequest
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
+from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.sweeps import ConfigError, model_config_for, run_name
 from eval_pipelines.verifiers.loader import load_verifier_package, package_version
 from eval_pipelines.verifiers.protocol import verify_task
+from eval_pipelines.verifiers.rubric import RubricJudge
 from eval_pipelines.warehouse.rows import (
     RolloutContext,
     VerificationRecord,
@@ -231,3 +236,73 @@ def check_partition_scores(
         f"{out_of_range} scores out of range"
     )
     return ScoreCheck(passed, description, len(expected), unscored, out_of_range, version)
+
+
+@dataclass
+class RubricSummary:
+    judged: int
+    passed: int
+    errors: int
+    file: str | None
+
+
+def judge_partition_rubrics(
+    warehouse: Warehouse,
+    scenario: ScenarioFiles,
+    model_key: str,
+    scenario_key: str,
+    judge_config: ModelConfig,
+    *,
+    max_concurrency: int = 8,
+) -> RubricSummary:
+    """Judge every stored rollout of the partition against its task's rubric (or its rubric_markdown override)
+    and write the verdicts as `verifications` rows of kind rubric. Reads stored traces only; calls the judge."""
+    stored = _partition_rollouts(warehouse, model_key, scenario_key)
+    if stored is None:
+        return RubricSummary(0, 0, 0, None)
+    tasks = scenario.tasks()
+    rows = [r for r in stored.to_pylist() if r["artifacts_path"] and r["task_id"] in tasks]
+
+    async def judge_all() -> list[tuple[dict[str, Any], VerifierOutcome]]:
+        async with ChatClient.from_model_config(judge_config) as client:
+            judge = RubricJudge(client, judge_config.model)
+            gate = asyncio.Semaphore(max_concurrency)
+
+            async def one(row: dict[str, Any]) -> tuple[dict[str, Any], VerifierOutcome]:
+                async with gate:
+                    artifacts = RunArtifacts.model_validate_json(Path(row["artifacts_path"]).read_text("utf-8"))
+                    override = artifacts.metadata.get("rubric_markdown")
+                    outcome = await judge.judge(artifacts, tasks[row["task_id"]].rubric, override)
+                    return row, judge.to_outcome(outcome)
+
+            return await asyncio.gather(*(one(r) for r in rows))
+
+    judged = asyncio.run(judge_all())
+    verified_at = dt.datetime.now(dt.UTC)
+    records = [
+        VerificationRecord(
+            sweep_id=row["sweep_id"],
+            run_id=row["run_id"],
+            rollout_id=row["rollout_id"],
+            scenario_id=row["scenario_id"],
+            task_id=row["task_id"],
+            model_name=row["model_name"],
+            outcome=outcome,
+            verified_at=verified_at,
+        )
+        for row, outcome in judged
+    ]
+    if not records:
+        return RubricSummary(0, 0, 0, None)
+    version = records[0].outcome.verifier_version
+    file = warehouse.write(
+        "verifications",
+        verification_table(records),
+        model_key=model_key,
+        scenario_key=scenario_key,
+        file_stem=f"rubric-{version}",
+    )
+    errors = sum(
+        1 for r in records if isinstance(r.outcome.output, dict) and r.outcome.output.get("verdict") == "ERROR"
+    )
+    return RubricSummary(len(records), sum(1 for r in records if r.outcome.success), errors, str(file))

@@ -76,6 +76,11 @@ class SweepConfig(StrictModel):
     rollout_timeout_seconds: float = Field(default=300.0, gt=0)
     task_ids: list[str] | None = Field(default=None, description="default: every task of each scenario")
     cron: str | None = Field(default=None, description="schedule for this sweep; none means manual only")
+    rubric_judge: SweepModel | None = Field(
+        default=None,
+        description="a model that also judges every rollout against its task's rubric (judge validity); "
+        "its verdicts are compared with the verifiers, never counted in pass rates",
+    )
     max_cost_usd: float | None = Field(default=None, gt=0)
 
     @field_validator("name")

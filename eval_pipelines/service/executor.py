@@ -253,7 +253,7 @@ class RunExecutor:
         if self.store.cancel_requested(run_id):
             cancel.set()
         self._cancel_events[run_id] = cancel
-        clients = ChatClientPool()
+        clients = ChatClientPool(max_concurrency=parallel)
         admin = ToolServerAdmin()
         engine = RolloutEngine(clients, admin)
         semaphore = asyncio.Semaphore(parallel)

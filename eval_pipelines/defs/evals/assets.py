@@ -10,13 +10,20 @@ import dagster as dg
 
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
-from eval_pipelines.pipeline.steps import check_partition_scores, launch_request, run_and_collect, verify_partition
+from eval_pipelines.pipeline.steps import (
+    check_partition_scores,
+    judge_partition_rubrics,
+    launch_request,
+    run_and_collect,
+    verify_partition,
+)
 from eval_pipelines.pipeline.summary import markdown_table
 from eval_pipelines.reports import pass_rate_summary
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.schemas.runs import RunLaunchRequest
 from eval_pipelines.schemas.sweep import SweepConfig
-from eval_pipelines.sweeps import ConfigError, default_sweep_id, find_sweep_for
+from eval_pipelines.service.runtime import shared_runtime
+from eval_pipelines.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.verifiers.loader import package_version
 from eval_pipelines.warehouse.catalog import build_catalog
 from eval_pipelines.warehouse.rows import RolloutContext
@@ -24,6 +31,10 @@ from eval_pipelines.warehouse.store import Warehouse
 
 #: Dagster pool of the steps that call models; dagster.yaml sets its size (provider rate limits).
 LLM_POOL = "llm_api"
+#: Step retries for transient failures. Run retries (dagster.yaml) only cover crashed run workers, so the two
+#: never multiply; a retried step resumes its run, so completed rollouts are not executed again.
+LLM_STEP_RETRY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+SERVICE_STEP_RETRY = dg.RetryPolicy(max_retries=3, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 SWEEP_TAG = "eval_pipelines/sweep"
 SWEEP_ID_TAG = "eval_pipelines/sweep_id"
 GROUP = "evals"
@@ -84,6 +95,7 @@ NOT_IN_SWEEP: dict[str, Any] = {
     partitions_def=SCENARIO_MODEL,
     group_name=GROUP,
     kinds={"python"},
+    retry_policy=SERVICE_STEP_RETRY,
     automation_condition=dg.AutomationCondition.on_missing(),
     description="Launches (or resumes) the evaluation run of one scenario x model: POST /runs with an "
     "idempotent run_name.",
@@ -117,6 +129,7 @@ def eval_run(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
     deps=[eval_run],
     kinds={"parquet"},
     pool=LLM_POOL,
+    retry_policy=LLM_STEP_RETRY,
     automation_condition=dg.AutomationCondition.on_missing(),
     description="Waits for the run's rollouts and writes rollouts, messages, tool_calls and state_diffs to Parquet.",
 )
@@ -239,8 +252,38 @@ def _scores_check() -> dg.AssetChecksDefinition:
 
 
 @dg.asset(
+    partitions_def=SCENARIO_MODEL,
     group_name=GROUP,
-    deps=["verification", "judgements"],
+    deps=[rollouts],
+    kinds={"parquet"},
+    pool=LLM_POOL,
+    automation_condition=dg.AutomationCondition.eager(),
+    description="Judge validity: the sweep's rubric_judge scores every stored rollout against its task's rubric; "
+    "the verdicts (kind rubric) are compared with the verifiers in rubric_verifier_agreement.",
+)
+def rubric_verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+    work = _partition_work(context, paths)
+    if work is None or work.sweep.rubric_judge is None:
+        return dg.MaterializeResult(metadata={"judged": 0, "note": "the sweep names no rubric_judge"})
+    model_key, scenario_key = keys_of(context)
+    judge_config = shared_runtime(paths.catalog()).resolve(
+        model_config_for(work.sweep.rubric_judge, source=f"sweep {work.sweep.name!r}: rubric_judge")
+    )
+    summary = judge_partition_rubrics(Warehouse(paths.warehouse), work.scenario, model_key, scenario_key, judge_config)
+    return dg.MaterializeResult(
+        metadata={
+            "judge": work.sweep.rubric_judge.name,
+            "simulated_judge": work.sweep.rubric_judge.is_simulated,
+            "judged": summary.judged,
+            "passed": summary.passed,
+            "errors": summary.errors,
+        }
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=["verification", "rubric_verification", "judgements"],
     kinds={"duckdb"},
     automation_condition=dg.AutomationCondition.eager(),
     description="DuckDB catalog (data/eval.duckdb): views over every Parquet table plus pass_rates and the metric "

@@ -33,13 +33,13 @@ def sweep_run_requests(sweep: SweepConfig, sweep_id: str) -> list[dg.RunRequest]
     ]
 
 
-def _schedule_for(sweep: SweepConfig) -> dg.ScheduleDefinition:
+def _schedule_for(sweep: SweepConfig, job: dg.UnresolvedAssetJobDefinition) -> dg.ScheduleDefinition:
     assert sweep.cron is not None
 
     @dg.schedule(
         name=f"sweep_{sweep.name.replace('-', '_').replace('.', '_')}",
         cron_schedule=sweep.cron,
-        job=sweep_job,
+        job=job,
         default_status=dg.DefaultScheduleStatus.STOPPED,
         description=f"Runs sweep {sweep.name!r} on its cron; every row it writes carries the sweep id.",
     )
@@ -50,12 +50,13 @@ def _schedule_for(sweep: SweepConfig) -> dg.ScheduleDefinition:
     return _schedule
 
 
-def build_schedules() -> list[dg.ScheduleDefinition]:
+def build_schedules(job: dg.UnresolvedAssetJobDefinition = sweep_job) -> list[dg.ScheduleDefinition]:
+    """One schedule per sweep config with a cron, running `job` (in-process, or Celery in a deployment)."""
     try:
         sweeps = load_all_sweeps()
     except ConfigError:
         return []  # the sensor reports the broken config; the code location still loads
-    return [_schedule_for(s) for s in sweeps.values() if s.cron]
+    return [_schedule_for(s, job) for s in sweeps.values() if s.cron]
 
 
 @dg.sensor(
