@@ -93,6 +93,7 @@ def test_asset_graph_and_partitions() -> None:
     assert graph.get(dg.AssetKey("verification")).parent_keys == {dg.AssetKey("rollouts")}
     assert graph.get(dg.AssetKey("eval_catalog")).parent_keys == {
         dg.AssetKey("verification"),
+        dg.AssetKey("rubric_verification"),
         dg.AssetKey("judgements"),
     }
     assert graph.get(dg.AssetKey("rollouts")).partitions_def == SCENARIO_MODEL
