@@ -80,12 +80,17 @@ def test_canary_key_reaches_the_model_and_nothing_else(
 
 
 def test_user_errors_name_the_file_and_field(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad_yaml = isolated / "bad.yaml"
+    def own_folder(name: str) -> Path:
+        folder = isolated / name.removesuffix(".yaml")
+        folder.mkdir()
+        return folder / name
+
+    bad_yaml = own_folder("bad.yaml")
     bad_yaml.write_text("name: x\nscenarios: [\n")
     assert main(["sweep", "--config", str(bad_yaml)]) == 2
     assert str(bad_yaml) in capsys.readouterr().err
 
-    bad_field = isolated / "field.yaml"
+    bad_field = own_folder("field.yaml")
     bad_field.write_text(
         "name: x\nscenarios: [a]\nrollout_count: 0\nmodels:\n  - {name: m, model: m, base_url: sim://local}\n"
     )
@@ -93,14 +98,14 @@ def test_user_errors_name_the_file_and_field(isolated: Path, capsys: pytest.Capt
     err = capsys.readouterr().err
     assert "rollout_count" in err and "Traceback" not in err
 
-    provider = isolated / "provider.yaml"
+    provider = own_folder("provider.yaml")
     provider.write_text(
         'name: x\nscenarios: ["email_ops:1.0.0"]\nmodels:\n  - {name: m, model: m, provider: nope, api_key_env: K}\n'
     )
     assert main(["sweep", "--config", str(provider)]) == 2
     assert "models.0.provider" in capsys.readouterr().err
 
-    missing_env = isolated / "env.yaml"
+    missing_env = own_folder("env.yaml")
     missing_env.write_text(
         'name: x\nscenarios: ["email_ops:1.0.0"]\n'
         "models:\n  - {name: m, model: m, base_url: 'http://127.0.0.1:9/v1', api_key_env: EP_UNSET_VARIABLE_XYZ}\n"
@@ -108,7 +113,7 @@ def test_user_errors_name_the_file_and_field(isolated: Path, capsys: pytest.Capt
     assert main(["sweep", "--config", str(missing_env)]) == 2
     assert "EP_UNSET_VARIABLE_XYZ" in capsys.readouterr().err
 
-    unknown = isolated / "unknown.yaml"
+    unknown = own_folder("unknown.yaml")
     unknown.write_text('name: x\nscenarios: ["nope:1"]\nmodels:\n  - {name: m, model: m, base_url: sim://local}\n')
     assert main(["sweep", "--config", str(unknown)]) == 2
     assert "scenarios[0]" in capsys.readouterr().err

@@ -38,7 +38,14 @@ from eval_pipelines.warehouse.store import Warehouse
 logger = logging.getLogger(__name__)
 
 
-def launch_request(sweep: SweepConfig, model: SweepModel, scenario: ScenarioFiles, sweep_id: str) -> RunLaunchRequest:
+def launch_request(
+    sweep: SweepConfig,
+    model: SweepModel,
+    scenario: ScenarioFiles,
+    sweep_id: str,
+    budget_usd: float | None = None,
+) -> RunLaunchRequest:
+    """The run of one scenario x model. `budget_usd` is what the sweep's cost ceiling leaves for this run."""
     task_ids = sweep.task_ids or list(scenario.tasks())
     source = f"sweep {sweep.name!r}"
     body: dict[str, Any] = {
@@ -56,7 +63,31 @@ def launch_request(sweep: SweepConfig, model: SweepModel, scenario: ScenarioFile
         body["user_model_config"] = model_config_for(npc_model, source=source)
     if model.agent:
         body["agent"] = model.agent
+    if budget_usd is not None:
+        body["max_cost_usd"] = max(budget_usd, COST_EPSILON_USD)
     return RunLaunchRequest.model_validate(body)
+
+
+#: A spent budget still launches the run (so every rollout is recorded as refused, visibly); this is its ceiling.
+COST_EPSILON_USD = 1e-9
+
+
+def sweep_spend_usd(warehouse: Warehouse, sweep_id: str, *, other_than: tuple[str, str] | None = None) -> float:
+    """Estimated cost a sweep has spent so far, from the warehouse's rollouts (optionally without one partition)."""
+    files = [
+        f
+        for f in warehouse.files("rollouts")
+        if other_than is None or not (f"model={other_than[0]}" in f.parts and f"scenario={other_than[1]}" in f.parts)
+    ]
+    total = 0.0
+    for file in files:
+        table = pq.read_table(file, columns=["sweep_id", "cost_usd"])
+        total += sum(
+            c or 0.0
+            for s, c in zip(table.column("sweep_id").to_pylist(), table.column("cost_usd").to_pylist(), strict=True)
+            if s == sweep_id
+        )
+    return total
 
 
 @dataclass

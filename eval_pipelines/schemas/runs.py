@@ -63,6 +63,7 @@ class TerminationReason(StrEnum):
     VERIFIER_ERROR = "verifier_error"
     INFRASTRUCTURE_ERROR = "infrastructure_error"
     SERVER_RESTART = "server_restart"
+    COST_CEILING = "cost_ceiling"
 
 
 MSG_MAX_STEPS = "Max steps reached without final assistant response"
@@ -70,6 +71,7 @@ MSG_CANCELLED = "Cancelled"
 MSG_TIMEOUT = "Rollout timeout exceeded"
 MSG_AGENT_FAILED = "Agent execution failed: {error}"
 MSG_SERVER_RESTART = "Service restarted while the rollout was running"
+MSG_COST_CEILING = "Cost ceiling of ${ceiling:.4f} reached (${spent:.4f} spent); the rollout was not started"
 
 
 class TaskOverride(StrictModel):
@@ -90,6 +92,8 @@ class RunLaunchRequest(StrictModel):
     user_model_config: ModelConfig | None = None
     task_overrides: dict[str, TaskOverride] = Field(default_factory=dict)
     source: RunSource = RunSource.RL_GYM
+    #: local extension: stop starting rollouts once the run's estimated cost reaches this (USD).
+    max_cost_usd: float | None = Field(default=None, gt=0)
     #: local extension: a custom agent as 'module.path:ClassName'; omitted from requests when unset.
     agent: str | None = Field(default=None, pattern=AGENT_PATH_PATTERN)
 

@@ -23,6 +23,7 @@ from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import (
     MSG_CANCELLED,
+    MSG_COST_CEILING,
     Rollout,
     RolloutLaunchItem,
     RolloutPhase,
@@ -258,9 +259,18 @@ class RunExecutor:
         engine = RolloutEngine(clients, admin)
         semaphore = asyncio.Semaphore(parallel)
 
+        ceiling = request.get("max_cost_usd")
+
         async def one(rollout: Rollout) -> None:
             async with semaphore:
-                if cancel.is_set() or not self.store.claim(rollout.rollout_id, self.runner):
+                if cancel.is_set():
+                    return
+                if ceiling is not None and (spent := self.store.run_cost_usd(run_id)) >= ceiling:
+                    message = MSG_COST_CEILING.format(ceiling=ceiling, spent=spent)
+                    if self.store.fail_pending([rollout.rollout_id], TerminationReason.COST_CEILING, message):
+                        logger.warning("run %s: %s", run_id, message)
+                    return
+                if not self.store.claim(rollout.rollout_id, self.runner):
                     return
                 task, extra = apply_override(scenario.task(rollout.task_id), overrides.get(rollout.task_id))
                 try:

@@ -466,6 +466,15 @@ class RunStore:
             )
             self._append_event(db, rollout_id, status.value, result.message[:500] or None, now)
 
+    def run_cost_usd(self, run_id: str) -> float:
+        """Estimated cost of the run's finished rollouts so far."""
+        total = 0.0
+        for (result_json,) in self._conn().execute(
+            "select result_json from rollouts where run_id = ? and result_json is not null", (run_id,)
+        ):
+            total += float(json.loads(result_json).get("estimated_cost_usd") or 0.0)
+        return total
+
     def fail_pending(self, rollout_ids: Sequence[str], reason: TerminationReason, message: str) -> int:
         """Pending rollouts that will never start (cancelled run): straight to failed."""
         now = utc_now_iso()

@@ -117,10 +117,7 @@ def run_in_process(source: VerifierSource, jobs: Iterable[VerifyJob]) -> list[li
 def _verify_guarded(source: VerifierSource, module: str, artifacts: RunArtifacts) -> VerifierOutcome:
     try:
         return verify_module(source, module, artifacts)
-    except SystemExit as exc:
-        # run_verifier catches Exception; SystemExit is a BaseException and would end the worker.
-        return _failed(module, source.get(module).version, f"Verifier called sys.exit({exc.code!r})")
-    except BaseException as exc:  # KeyboardInterrupt, GeneratorExit raised by verifier code
+    except BaseException as exc:  # KeyboardInterrupt, GeneratorExit raised by verifier code (sys.exit is a verdict)
         return _failed(module, source.get(module).version, f"Verifier error: {type(exc).__name__}: {exc}")
 
 

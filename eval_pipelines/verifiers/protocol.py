@@ -45,7 +45,9 @@ def run_verifier(
     else:
         try:
             result = normalise_result(verify(artifacts))
-        except (Exception, SystemExit) as exc:  # sys.exit() in a verifier is a failed verdict, not a dead run
+        except SystemExit as exc:  # sys.exit() in a verifier is a failed verdict, not a dead run or worker
+            result = VerifierResult(success=False, message=f"Verifier error: called sys.exit({exc.code!r})")
+        except Exception as exc:
             result = VerifierResult(success=False, message=f"Verifier error: {type(exc).__name__}: {exc}")
     reward = result.reward if result.reward is not None else (1.0 if result.success else 0.0)
     return VerifierOutcome(

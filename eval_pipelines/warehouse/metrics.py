@@ -207,8 +207,9 @@ qualify row_number() over (
 ROLLOUT_SCORES = MetricView(
     name="rollout_scores",
     doc="One row per rollout with its score from the latest programmatic verifier verdicts (rubric-judge "
-    "verdicts are compared in `rubric_verifier_agreement`, never counted here). Unverified rollouts are kept "
-    "with reward NULL so they are visible; metric views ignore them.",
+    "verdicts are compared in `rubric_verifier_agreement`, never counted here). Unverified rollouts, and rollouts "
+    "a cost ceiling kept from starting, are kept with reward NULL so they are visible; metric views ignore them. "
+    "Any other rollout that did not complete (agent or infrastructure failure, timeout) scores 0.",
     sql="""
 with verdicts as (
     select
@@ -235,6 +236,7 @@ select
     coalesce(v.passed_verifiers, 0) as passed_verifiers,
     case
         when r.status in ('pending', 'running') then null
+        when r.termination_reason = 'cost_ceiling' then null
         when r.status <> 'completed' then 0.0
         when v.n_verifiers is null then null
         when v.passed_verifiers = v.n_verifiers then 1.0
@@ -242,6 +244,7 @@ select
     end::double as reward,
     case
         when r.status in ('pending', 'running') then null
+        when r.termination_reason = 'cost_ceiling' then null
         when r.status <> 'completed' then 0.0
         when v.n_verifiers is null then null
         else v.passed_verifiers / v.n_verifiers

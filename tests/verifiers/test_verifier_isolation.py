@@ -40,7 +40,7 @@ BATCH = ("ok", "raises", "ok", "hangs", "ok", "exits", "ok", "dies", "ok", "segf
 EXPECTED = {
     "raises": "Verifier error: RuntimeError: boom",
     "hangs": f"Verifier timed out after {TIMEOUT:g}s",
-    "exits": "Verifier called sys.exit(3)",
+    "exits": "Verifier error: called sys.exit(3)",
     "dies": "Verifier process exited with code 7",
     "segfaults": "Verifier process exited with code -11 (killed by SIGSEGV)",
     "no_verify": "Verifier error: module 'no_verify' defines no verify()",

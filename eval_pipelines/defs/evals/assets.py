@@ -15,6 +15,7 @@ from eval_pipelines.pipeline.steps import (
     judge_partition_rubrics,
     launch_request,
     run_and_collect,
+    sweep_spend_usd,
     verify_partition,
 )
 from eval_pipelines.pipeline.summary import markdown_table
@@ -72,7 +73,16 @@ def _partition_work(context: dg.AssetExecutionContext, paths: EvalPaths) -> Part
         raise dg.Failure(f"sweep {sweep.name!r} has no model {model_key!r}")
     scenario = paths.catalog().get(scenario_key)
     sweep_id = tags.get(SWEEP_ID_TAG) or default_sweep_id(sweep)
-    request = launch_request(sweep, model, scenario, sweep_id)
+    budget = None
+    if sweep.max_cost_usd is not None:
+        spent = sweep_spend_usd(Warehouse(paths.warehouse), sweep_id, other_than=(model_key, scenario_key))
+        budget = sweep.max_cost_usd - spent
+        if budget <= 0:
+            context.log.warning(
+                f"sweep {sweep_id}: cost ceiling ${sweep.max_cost_usd:.4f} reached (${spent:.4f} spent); "
+                "this partition's rollouts will not be started"
+            )
+    request = launch_request(sweep, model, scenario, sweep_id, budget)
     ctx = RolloutContext(
         sweep_id=sweep_id,
         run_name=request.run_name or "",

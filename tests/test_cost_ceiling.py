@@ -1,0 +1,65 @@
+"""A cost ceiling stops starting rollouts once reached, says so, and leaves the refused rollouts unscored."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from eval_pipelines.llm.pricing import estimate_cost_usd
+from eval_pipelines.pipeline.steps import run_and_collect, sweep_spend_usd, verify_partition
+from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest, TerminationReason
+from eval_pipelines.service.embedded import EmbeddedEvaluationService
+from eval_pipelines.warehouse.catalog import build_catalog
+from eval_pipelines.warehouse.rows import RolloutContext
+from eval_pipelines.warehouse.store import Warehouse
+from tests.support.scripted_llm import Script, create_scripted_app, text_reply
+
+PRICED_MODEL = "gpt-4o"
+
+
+def test_the_ceiling_refuses_further_rollouts_and_they_stay_unscored(serve: Any) -> None:
+    assert estimate_cost_usd(PRICED_MODEL, 10, 5) > 0  # the scripted replies report 10 + 5 tokens
+    server = serve(create_scripted_app(Script([text_reply("done")])))
+    catalog = ScenarioCatalog()
+    scenario = catalog.get("email_ops:1.0.0")
+    data = Path(tempfile.mkdtemp())
+    service = EmbeddedEvaluationService(data, catalog)
+    request = RunLaunchRequest.model_validate(
+        {
+            "scenario_id": scenario.scenario_id,
+            "task_ids": ["email_ops_001", "email_ops_002", "email_ops_003"],
+            "rollout_count": 2,
+            "max_parallel": 1,
+            "run_name": "budgeted",
+            "max_cost_usd": 1e-7,
+            "model_config": {"model": PRICED_MODEL, "base_url": f"{server.url}/v1", "api_key": "k"},
+        }
+    )
+    ctx = RolloutContext("budget-sweep", "budgeted", "priced", scenario.key, "priced", False, None)
+    warehouse = Warehouse(data / "warehouse")
+    run_and_collect(service, request, ctx, scenario, warehouse, data / "traces", timeout_seconds=60)
+
+    run = service.find_run("budgeted")
+    assert run is not None
+    rollouts = service.list_rollouts(run.run_id)
+    started = [r for r in rollouts if r.termination_reason != TerminationReason.COST_CEILING.value]
+    refused = [r for r in rollouts if r.termination_reason == TerminationReason.COST_CEILING.value]
+    assert len(started) == 1 and started[0].status == RolloutStatus.COMPLETED
+    assert len(refused) == 5 and all(r.status == RolloutStatus.FAILED for r in refused)
+    assert all(r.result and "Cost ceiling" in r.result.message for r in refused)
+    assert sweep_spend_usd(warehouse, "budget-sweep") > 1e-7
+    assert sweep_spend_usd(warehouse, "budget-sweep", other_than=("priced", scenario.key)) == 0.0
+
+    verify_partition(warehouse, scenario, "priced", scenario.key)
+    db = build_catalog(warehouse.root, data / "eval.duckdb").path
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        unscored = con.execute("select count(*) from rollout_scores where reward is null").fetchone()
+        scored = con.execute("select n from pass_rates").fetchone()
+    finally:
+        con.close()
+    assert unscored == (5,) and scored == (1,)  # refused rollouts are not counted as failures
