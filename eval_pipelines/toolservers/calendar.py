@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from eval_pipelines.schemas.tools import ToolDefinition
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
-from eval_pipelines.toolservers.email import DEFAULT_ACCOUNT, parse_addresses
+from eval_pipelines.toolservers.fields import DEFAULT_ACCOUNT, object_schema, parse_addresses, string_param
 
 PRIMARY_CALENDAR = "primary"
 EVENT_ID_PREFIX = "evt-"
@@ -26,14 +26,6 @@ _EDITABLE_EVENT_FIELDS = ("calendar_uid", "title", "start", "end", "attendees", 
 _TIME_EXAMPLE = "2025-03-18T14:00:00Z"
 
 
-def _string(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "description": description, **extra}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
-
-
 _ATTENDEES = {
     "type": "array",
     "items": {"type": "string"},
@@ -46,14 +38,14 @@ _LIMIT = {
     "maximum": MAX_LIMIT,
     "default": DEFAULT_LIMIT,
 }
-_TIME_MIN = _string(f"Only events ending after this ISO 8601 date-time, e.g. {_TIME_EXAMPLE}.")
-_TIME_MAX = _string(f"Only events starting before this ISO 8601 date-time, e.g. {_TIME_EXAMPLE}.")
+_TIME_MIN = string_param(f"Only events ending after this ISO 8601 date-time, e.g. {_TIME_EXAMPLE}.")
+_TIME_MAX = string_param(f"Only events starting before this ISO 8601 date-time, e.g. {_TIME_EXAMPLE}.")
 
 _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="list_calendars",
         description="List every calendar you can see: uid, name, owner and whether it is read-only.",
-        parameters=_schema({}, []),
+        parameters=object_schema({}, []),
         mutates_state=False,
     ),
     ToolDefinition(
@@ -62,9 +54,9 @@ _TOOLS: list[ToolDefinition] = [
             "List the events of one calendar, earliest first. With time_min/time_max, only events overlapping "
             "that range are listed (an event overlaps when it starts before time_max and ends after time_min)."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "calendar_uid": _string("Uid of the calendar (see list_calendars)."),
+                "calendar_uid": string_param("Uid of the calendar (see list_calendars)."),
                 "time_min": _TIME_MIN,
                 "time_max": _TIME_MAX,
                 "limit": _LIMIT,
@@ -76,15 +68,15 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="create_event",
         description="Create an event. Times are ISO 8601 date-times; a time without an offset is read as UTC.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "calendar_uid": _string("Uid of the calendar to add the event to."),
-                "title": _string("Event title."),
-                "start": _string(f"Start, ISO 8601, e.g. {_TIME_EXAMPLE}."),
-                "end": _string("End, ISO 8601; must be after start."),
+                "calendar_uid": string_param("Uid of the calendar to add the event to."),
+                "title": string_param("Event title."),
+                "start": string_param(f"Start, ISO 8601, e.g. {_TIME_EXAMPLE}."),
+                "end": string_param("End, ISO 8601; must be after start."),
                 "attendees": _ATTENDEES,
-                "location": _string("Where the event takes place."),
-                "description": _string("Free-text description or agenda."),
+                "location": string_param("Where the event takes place."),
+                "description": string_param("Free-text description or agenda."),
             },
             ["calendar_uid", "title", "start", "end"],
         ),
@@ -96,16 +88,16 @@ _TOOLS: list[ToolDefinition] = [
             "Change some fields of an event; fields you leave out keep their value. Giving calendar_uid moves "
             "the event to that calendar. Attendees, when given, replace the whole list."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "event_id": _string("Id of the event."),
-                "calendar_uid": _string("Move the event to this calendar."),
-                "title": _string("New title."),
-                "start": _string("New start, ISO 8601."),
-                "end": _string("New end, ISO 8601; must be after the (new) start."),
+                "event_id": string_param("Id of the event."),
+                "calendar_uid": string_param("Move the event to this calendar."),
+                "title": string_param("New title."),
+                "start": string_param("New start, ISO 8601."),
+                "end": string_param("New end, ISO 8601; must be after the (new) start."),
                 "attendees": _ATTENDEES,
-                "location": _string("New location."),
-                "description": _string("New description."),
+                "location": string_param("New location."),
+                "description": string_param("New description."),
             },
             ["event_id"],
         ),
@@ -114,7 +106,7 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="delete_event",
         description="Delete one event.",
-        parameters=_schema({"event_id": _string("Id of the event to delete.")}, ["event_id"]),
+        parameters=object_schema({"event_id": string_param("Id of the event to delete.")}, ["event_id"]),
         mutates_state=True,
     ),
     ToolDefinition(
@@ -124,9 +116,9 @@ _TOOLS: list[ToolDefinition] = [
             "insensitively) in the title, description, location or attendees. time_min/time_max narrow the "
             "search to events overlapping that range."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "query": _string("Words to look for."),
+                "query": string_param("Words to look for."),
                 "time_min": _TIME_MIN,
                 "time_max": _TIME_MAX,
                 "limit": _LIMIT,

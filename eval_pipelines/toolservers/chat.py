@@ -30,15 +30,16 @@ from eval_pipelines.llm.types import ChatMessage
 from eval_pipelines.schemas.scenarios import NpcProfile
 from eval_pipelines.schemas.tools import ToolDefinition
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
-from eval_pipelines.toolservers.email import (
+from eval_pipelines.toolservers.fields import (
     CLOCK_STEP,
+    DEFAULT_ACCOUNT,
     EPOCH,
-    _format_ts,
-    _integer,
-    _parse_ts,
-    _schema,
-    _string,
+    format_timestamp,
+    integer_param,
+    object_schema,
     parse_addresses,
+    parse_timestamp,
+    string_param,
 )
 from eval_pipelines.toolservers.npc import (
     DM_ROOM_PREFIX,
@@ -60,7 +61,6 @@ from eval_pipelines.toolservers.npc import (
     valid_profile_id,
 )
 
-DEFAULT_ACCOUNT = "agent@example.com"
 CHANNEL_ROOM_PREFIX = "ch-"
 MESSAGE_ID_PREFIX = "msg-"
 MAX_MESSAGE_CHARS = 4000
@@ -81,14 +81,14 @@ _NPC_TOOLS = frozenset({"send_dm", "npc_send_message"})
 
 
 def _message_param(description: str) -> dict[str, Any]:
-    return _string(description, minLength=1, maxLength=MAX_MESSAGE_CHARS)
+    return string_param(description, minLength=1, maxLength=MAX_MESSAGE_CHARS)
 
 
 _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="list_channels",
         description="List the team chat's channels with their topic and number of messages.",
-        parameters=_schema({}, []),
+        parameters=object_schema({}, []),
         mutates_state=False,
     ),
     ToolDefinition(
@@ -97,10 +97,10 @@ _TOOLS: list[ToolDefinition] = [
             "Read the latest messages of a room, oldest first. The room is a channel ('#general' or its room id "
             "'ch-general') or a direct-message room ('dm-...', or the person's name or email)."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "room_id": _string("Channel name, room id, or a person for your direct messages with them."),
-                "limit": _integer(
+                "room_id": string_param("Channel name, room id, or a person for your direct messages with them."),
+                "limit": integer_param(
                     "Number of latest messages to show (1-200).", minimum=1, maximum=MAX_LIMIT, default=20
                 ),
             },
@@ -111,9 +111,9 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="send_channel_message",
         description="Post a message to a channel. Everyone in the team can read it; nobody replies automatically.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "channel": _string("Channel name ('#general' or 'general') or its room id ('ch-general')."),
+                "channel": string_param("Channel name ('#general' or 'general') or its room id ('ch-general')."),
                 "message": _message_param("The message text."),
             },
             ["channel", "message"],
@@ -123,7 +123,9 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="get_dm_room",
         description="Find the direct-message room with a colleague (by name, email or profile id).",
-        parameters=_schema({"user": _string("The colleague's name, email address or profile id.")}, ["user"]),
+        parameters=object_schema(
+            {"user": string_param("The colleague's name, email address or profile id.")}, ["user"]
+        ),
         mutates_state=False,
     ),
     ToolDefinition(
@@ -132,9 +134,9 @@ _TOOLS: list[ToolDefinition] = [
             "Send a direct message to a colleague and get their reply. room_id is the room from get_dm_room "
             "(the colleague's name or email also works)."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "room_id": _string("Direct-message room id ('dm-...') or the colleague's name or email."),
+                "room_id": string_param("Direct-message room id ('dm-...') or the colleague's name or email."),
                 "message": _message_param("The message text."),
             },
             ["room_id", "message"],
@@ -144,15 +146,15 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="npc_list_contacts",
         description="List the colleagues you can message, with their role and what they work on.",
-        parameters=_schema({}, []),
+        parameters=object_schema({}, []),
         mutates_state=False,
     ),
     ToolDefinition(
         name="npc_send_message",
         description="Send a message to a colleague (by name, email or profile id) and get their reply.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "to": _string("The colleague's name, email address or profile id."),
+                "to": string_param("The colleague's name, email address or profile id."),
                 "message": _message_param("The message text."),
             },
             ["to", "message"],
@@ -370,7 +372,7 @@ class ChatServer(BuiltinToolServer):
         timestamp = self._next_timestamp(state)
         if "timestamp" in raw:
             try:
-                timestamp = _format_ts(_parse_ts(str(raw["timestamp"])))
+                timestamp = format_timestamp(parse_timestamp(str(raw["timestamp"])))
             except ValueError:
                 raise SeedError(f"{where}: timestamp: {raw['timestamp']!r} is not an ISO 8601 timestamp") from None
         self._append(state, room_id, sender, raw["text"], timestamp)
@@ -478,8 +480,8 @@ class ChatServer(BuiltinToolServer):
     def _next_timestamp(state: State) -> str:
         # Stored timestamps are normalised UTC strings, so the string maximum is the latest moment.
         latest = max((m["timestamp"] for m in state[MESSAGES].values()), default=None)
-        base: datetime = _parse_ts(latest) if latest else EPOCH - CLOCK_STEP
-        return _format_ts(base + CLOCK_STEP)
+        base: datetime = parse_timestamp(latest) if latest else EPOCH - CLOCK_STEP
+        return format_timestamp(base + CLOCK_STEP)
 
     def _append(self, state: State, room_id: str, sender: str, text: str, timestamp: str | None = None) -> str:
         message_id = self._next_message_id(state)

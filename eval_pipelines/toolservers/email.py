@@ -7,49 +7,43 @@ on the same seed, so new ids and timestamps are derived from the state itself, n
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from eval_pipelines.schemas.tools import ToolDefinition
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
+from eval_pipelines.toolservers.fields import (
+    CLOCK_STEP,
+    DEFAULT_ACCOUNT,
+    EPOCH,
+    format_timestamp,
+    integer_param,
+    is_address,
+    object_schema,
+    parse_addresses,
+    parse_timestamp,
+    string_param,
+)
 
-DEFAULT_ACCOUNT = "agent@example.com"
 FOLDERS = ("inbox", "sent", "trash")
 #: the clock of a mailbox seeded without any email.
-EPOCH = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
-CLOCK_STEP = timedelta(minutes=1)
 SENT_ID_PREFIX = "sent-"
 MAX_LIMIT = 200
 
-_ADDRESS_RE = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
-_ANGLE_RE = re.compile(r"<([^<>]+)>\s*$")
 _SENT_ID_RE = re.compile(rf"^{SENT_ID_PREFIX}(\d+)$")
 _SEED_KEYS = {"account", "contacts", "emails"}
 _SEED_EMAIL_KEYS = {"id", "from", "to", "cc", "subject", "body", "folder", "timestamp", "read", "in_reply_to"}
-
-
-def _string(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "description": description, **extra}
-
-
-def _integer(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "integer", "description": description, **extra}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
 
 
 _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="send_email",
         description="Send a new email from your account. Separate several recipients with commas.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "to": _string("Recipient address, or several addresses separated by commas."),
-                "subject": _string("Subject line."),
-                "body": _string("Plain-text body."),
-                "cc": _string("Optional CC address(es), separated by commas."),
+                "to": string_param("Recipient address, or several addresses separated by commas."),
+                "subject": string_param("Subject line."),
+                "body": string_param("Plain-text body."),
+                "cc": string_param("Optional CC address(es), separated by commas."),
             },
             ["to", "subject", "body"],
         ),
@@ -58,10 +52,10 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="reply_to_email",
         description="Reply to an email's sender. The subject becomes 'Re: <original subject>'.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "email_id": _string("Id of the email to reply to."),
-                "body": _string("Plain-text body of the reply."),
+                "email_id": string_param("Id of the email to reply to."),
+                "body": string_param("Plain-text body of the reply."),
             },
             ["email_id", "body"],
         ),
@@ -70,11 +64,11 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="forward_email",
         description="Forward an email, with an optional note above the original message.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "email_id": _string("Id of the email to forward."),
-                "to": _string("Recipient address, or several addresses separated by commas."),
-                "note": _string("Optional note placed above the forwarded message."),
+                "email_id": string_param("Id of the email to forward."),
+                "to": string_param("Recipient address, or several addresses separated by commas."),
+                "note": string_param("Optional note placed above the forwarded message."),
             },
             ["email_id", "to"],
         ),
@@ -86,16 +80,16 @@ _TOOLS: list[ToolDefinition] = [
             "Search all folders, newest first, case-insensitively. kind='from' matches the sender, kind='to' "
             "matches To/CC recipients, kind='containing' matches subject, body and addresses."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "query": _string("Text to look for."),
-                "kind": _string(
+                "query": string_param("Text to look for."),
+                "kind": string_param(
                     "What to match: 'to', 'from' or 'containing'.",
                     enum=["to", "from", "containing"],
                     default="containing",
                 ),
-                "start": _integer("Index of the first result to return (for paging).", minimum=0, default=0),
-                "limit": _integer("Maximum number of results (1-200).", minimum=1, maximum=MAX_LIMIT, default=20),
+                "start": integer_param("Index of the first result to return (for paging).", minimum=0, default=0),
+                "limit": integer_param("Maximum number of results (1-200).", minimum=1, maximum=MAX_LIMIT, default=20),
             },
             ["query"],
         ),
@@ -104,16 +98,16 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="get_email",
         description="Read one email in full, including its body.",
-        parameters=_schema({"email_id": _string("Id of the email.")}, ["email_id"]),
+        parameters=object_schema({"email_id": string_param("Id of the email.")}, ["email_id"]),
         mutates_state=False,
     ),
     ToolDefinition(
         name="list_emails",
         description="List the emails of one folder, newest first.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "folder": _string("Folder: 'inbox', 'sent' or 'trash'.", enum=list(FOLDERS), default="inbox"),
-                "limit": _integer("Maximum number of emails (1-200).", minimum=1, maximum=MAX_LIMIT, default=20),
+                "folder": string_param("Folder: 'inbox', 'sent' or 'trash'.", enum=list(FOLDERS), default="inbox"),
+                "limit": integer_param("Maximum number of emails (1-200).", minimum=1, maximum=MAX_LIMIT, default=20),
             },
             [],
         ),
@@ -122,48 +116,22 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="list_contacts",
         description="List your contacts (name, address, title).",
-        parameters=_schema({}, []),
+        parameters=object_schema({}, []),
         mutates_state=False,
     ),
     ToolDefinition(
         name="delete_email",
         description="Move one email to the trash.",
-        parameters=_schema({"email_id": _string("Id of the email to delete.")}, ["email_id"]),
+        parameters=object_schema({"email_id": string_param("Id of the email to delete.")}, ["email_id"]),
         mutates_state=True,
     ),
     ToolDefinition(
         name="delete_all_emails",
         description="Move every email in the inbox to the trash.",
-        parameters=_schema({}, []),
+        parameters=object_schema({}, []),
         mutates_state=True,
     ),
 ]
-
-
-def _format_ts(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_ts(value: str) -> datetime:
-    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    # A naive seed timestamp is read as UTC so every stored timestamp sorts correctly as a string.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def parse_addresses(raw: str, field_name: str) -> list[str]:
-    """Split a comma/semicolon separated list, accept `Name <addr>`, lowercase; ToolError names a bad one."""
-    addresses: list[str] = []
-    for part in re.split(r"[,;]", raw):
-        candidate = part.strip()
-        if not candidate:
-            continue
-        match = _ANGLE_RE.search(candidate)
-        address = (match.group(1) if match else candidate).strip().lower()
-        if not _ADDRESS_RE.match(address):
-            raise ToolError(f"Invalid email address '{candidate}' in '{field_name}'")
-        if address not in addresses:
-            addresses.append(address)
-    return addresses
 
 
 def _with_prefix(prefix: str, subject: str, also: tuple[str, ...] = ()) -> str:
@@ -201,7 +169,7 @@ class EmailServer(BuiltinToolServer):
                 raise SeedError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(_SEED_KEYS)}")
             if "account" in seed:
                 account = seed["account"]
-                if not isinstance(account, str) or not _ADDRESS_RE.match(account.strip().lower()):
+                if not isinstance(account, str) or not is_address(account.strip().lower()):
                     raise SeedError(f"{where}: account: {account!r} is not an email address")
                 state["settings"]["account"] = {"email": account.strip().lower()}
             contacts = seed.get("contacts", [])
@@ -224,7 +192,7 @@ class EmailServer(BuiltinToolServer):
         if not isinstance(contact, dict):
             raise SeedError(f"{where}: expected an object with 'email', 'name' and 'title'")
         address = contact.get("email")
-        if not isinstance(address, str) or not _ADDRESS_RE.match(address.strip().lower()):
+        if not isinstance(address, str) or not is_address(address.strip().lower()):
             raise SeedError(f"{where}: email: {address!r} is not an email address")
         return {
             "email": address.strip().lower(),
@@ -252,7 +220,7 @@ class EmailServer(BuiltinToolServer):
         if len(sender) != 1:
             raise SeedError(f"{where}: from: expected exactly one address")
         try:
-            timestamp = _format_ts(_parse_ts(str(email["timestamp"])))
+            timestamp = format_timestamp(parse_timestamp(str(email["timestamp"])))
         except ValueError as exc:
             raise SeedError(f"{where}: timestamp: {email['timestamp']!r} is not an ISO 8601 timestamp") from exc
         folder = email.get("folder") or ("sent" if sender[0] == self.account(state) else "inbox")
@@ -308,8 +276,8 @@ class EmailServer(BuiltinToolServer):
     def _next_timestamp(state: State) -> str:
         # Stored timestamps are normalised UTC strings, so the string maximum is the latest moment.
         latest = max((e["timestamp"] for e in state["emails"].values()), default=None)
-        base = _parse_ts(latest) if latest else EPOCH - CLOCK_STEP
-        return _format_ts(base + CLOCK_STEP)
+        base = parse_timestamp(latest) if latest else EPOCH - CLOCK_STEP
+        return format_timestamp(base + CLOCK_STEP)
 
     def _deliver(
         self,

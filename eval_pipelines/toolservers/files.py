@@ -48,6 +48,7 @@ from typing import Any, ClassVar
 
 from eval_pipelines.schemas.tools import ToolDefinition
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
+from eval_pipelines.toolservers.fields import object_schema, string_param
 
 MIRROR_CONTENT_BYTES = 64 * 1024
 READ_LIMIT_BYTES = 64 * 1024
@@ -66,28 +67,20 @@ _SEED_KEYS = {"files"}
 _SEED_FILE_KEYS = {"path", "content"}
 
 
-def _string(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "description": description, **extra}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
-
-
 _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="read_file",
         description=f"Read a text file of the workspace (the first {READ_LIMIT_BYTES // 1024} KiB).",
-        parameters=_schema({"path": _string("Path relative to the workspace root.")}, ["path"]),
+        parameters=object_schema({"path": string_param("Path relative to the workspace root.")}, ["path"]),
         mutates_state=False,
     ),
     ToolDefinition(
         name="write_file",
         description="Create or overwrite a file with the given text; missing parent directories are created.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "path": _string("Path relative to the workspace root."),
-                "content": _string("The complete new content of the file.", maxLength=MAX_WRITE_CHARS),
+                "path": string_param("Path relative to the workspace root."),
+                "content": string_param("The complete new content of the file.", maxLength=MAX_WRITE_CHARS),
             },
             ["path", "content"],
         ),
@@ -96,8 +89,8 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="list_dir",
         description="List a directory of the workspace: sub-directories end with '/', files show their size.",
-        parameters=_schema(
-            {"path": _string("Directory relative to the workspace root ('.' is the root).", default=".")}, []
+        parameters=object_schema(
+            {"path": string_param("Directory relative to the workspace root ('.' is the root).", default=".")}, []
         ),
         mutates_state=False,
     ),
@@ -108,9 +101,9 @@ _TOOLS: list[ToolDefinition] = [
             f"It is killed after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, at most {MAX_TIMEOUT_SECONDS}); "
             "background processes do not survive the call."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "command": _string("The shell command line."),
+                "command": string_param("The shell command line."),
                 "timeout_seconds": {
                     "type": "number",
                     "description": f"Seconds before the command is killed (at most {MAX_TIMEOUT_SECONDS}).",

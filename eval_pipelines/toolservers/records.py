@@ -7,21 +7,26 @@ recorded moment), never from the wall clock, so a replay on the same seed gives 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from eval_pipelines.schemas.tools import ToolDefinition
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
-from eval_pipelines.toolservers.email import DEFAULT_ACCOUNT, parse_addresses
+from eval_pipelines.toolservers.fields import (
+    CLOCK_STEP,
+    DEFAULT_ACCOUNT,
+    EPOCH,
+    format_timestamp,
+    object_schema,
+    parse_addresses,
+    parse_timestamp,
+    string_param,
+)
 
 STATUSES = ("open", "in_progress", "resolved", "closed")
 PRIORITIES = ("low", "medium", "high", "urgent")
 TICKET_ID_PREFIX = "TKT-"
 #: new tickets continue after the highest existing number, starting at TKT-1001 in an empty workspace.
 FIRST_TICKET_NUMBER = 1001
-#: the clock of a workspace seeded without any ticket.
-EPOCH = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
-CLOCK_STEP = timedelta(minutes=1)
 MAX_LIMIT = 200
 DEFAULT_LIMIT = 20
 MAX_TAGS = 20
@@ -47,14 +52,6 @@ _UPDATABLE_FIELDS = ("title", "description", "status", "priority", "assignee", "
 _PRIORITY_RANK = {name: rank for rank, name in enumerate(reversed(PRIORITIES))}
 
 
-def _string(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "description": description, **extra}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
-
-
 _TAGS = {
     "type": "array",
     "items": {"type": "string"},
@@ -73,13 +70,13 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="create_ticket",
         description="Open a new helpdesk ticket (status 'open'). The requester defaults to your own account.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "title": _string("Short summary of the problem or request."),
-                "description": _string("Details."),
-                "requester": _string("Email address of the person who needs help."),
-                "priority": _string("Priority.", enum=list(PRIORITIES), default="medium"),
-                "assignee": _string("Email address of the person who should handle it (optional)."),
+                "title": string_param("Short summary of the problem or request."),
+                "description": string_param("Details."),
+                "requester": string_param("Email address of the person who needs help."),
+                "priority": string_param("Priority.", enum=list(PRIORITIES), default="medium"),
+                "assignee": string_param("Email address of the person who should handle it (optional)."),
                 "tags": _TAGS,
             },
             ["title", "description"],
@@ -89,7 +86,7 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="get_ticket",
         description="Read one ticket in full, with its comments.",
-        parameters=_schema({"ticket_id": _string("Id of the ticket, e.g. TKT-1001.")}, ["ticket_id"]),
+        parameters=object_schema({"ticket_id": string_param("Id of the ticket, e.g. TKT-1001.")}, ["ticket_id"]),
         mutates_state=False,
     ),
     ToolDefinition(
@@ -98,14 +95,14 @@ _TOOLS: list[ToolDefinition] = [
             "Change some fields of a ticket; fields you leave out keep their value. An empty assignee "
             "unassigns the ticket. Tags, when given, replace the whole list."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "ticket_id": _string("Id of the ticket."),
-                "title": _string("New title."),
-                "description": _string("New description."),
-                "status": _string("New status.", enum=list(STATUSES)),
-                "priority": _string("New priority.", enum=list(PRIORITIES)),
-                "assignee": _string("Email address of the new assignee, or '' to unassign."),
+                "ticket_id": string_param("Id of the ticket."),
+                "title": string_param("New title."),
+                "description": string_param("New description."),
+                "status": string_param("New status.", enum=list(STATUSES)),
+                "priority": string_param("New priority.", enum=list(PRIORITIES)),
+                "assignee": string_param("Email address of the new assignee, or '' to unassign."),
                 "tags": _TAGS,
             },
             ["ticket_id"],
@@ -115,10 +112,10 @@ _TOOLS: list[ToolDefinition] = [
     ToolDefinition(
         name="list_tickets",
         description="List tickets, most urgent first, optionally only one status and/or one assignee.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "status": _string("Only tickets with this status.", enum=list(STATUSES)),
-                "assignee": _string("Only tickets assigned to this email address ('' for unassigned tickets)."),
+                "status": string_param("Only tickets with this status.", enum=list(STATUSES)),
+                "assignee": string_param("Only tickets assigned to this email address ('' for unassigned tickets)."),
                 "limit": _LIMIT,
             },
             [],
@@ -131,32 +128,23 @@ _TOOLS: list[ToolDefinition] = [
             "Search every ticket, most urgent first. Every word of the query must appear (case-insensitively) "
             "in the id, title, description, requester, assignee, tags or comments."
         ),
-        parameters=_schema({"query": _string("Words to look for."), "limit": _LIMIT}, ["query"]),
+        parameters=object_schema({"query": string_param("Words to look for."), "limit": _LIMIT}, ["query"]),
         mutates_state=False,
     ),
     ToolDefinition(
         name="add_comment",
         description="Add a comment to a ticket's conversation.",
-        parameters=_schema(
+        parameters=object_schema(
             {
-                "ticket_id": _string("Id of the ticket."),
-                "author": _string("Email address of the comment's author (usually your own account)."),
-                "body": _string("The comment text."),
+                "ticket_id": string_param("Id of the ticket."),
+                "author": string_param("Email address of the comment's author (usually your own account)."),
+                "body": string_param("The comment text."),
             },
             ["ticket_id", "author", "body"],
         ),
         mutates_state=True,
     ),
 ]
-
-
-def _format_ts(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_ts(value: str) -> datetime:
-    moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _one_address(value: str, parameter: str) -> str:
@@ -247,7 +235,7 @@ class RecordsServer(BuiltinToolServer):
         for name in ("created_at", "updated_at"):
             raw = ticket.get(name, ticket["created_at"])
             try:
-                stamps[name] = _format_ts(_parse_ts(str(raw)))
+                stamps[name] = format_timestamp(parse_timestamp(str(raw)))
             except ValueError as exc:
                 raise SeedError(f"{where}: {name}: {raw!r} is not an ISO 8601 timestamp") from exc
         try:
@@ -288,7 +276,7 @@ class RecordsServer(BuiltinToolServer):
             if required not in comment:
                 raise SeedError(f"{where}: missing required field '{required}'")
         try:
-            created = _format_ts(_parse_ts(str(comment["created_at"])))
+            created = format_timestamp(parse_timestamp(str(comment["created_at"])))
         except ValueError as exc:
             raise SeedError(f"{where}: created_at: {comment['created_at']!r} is not an ISO 8601 timestamp") from exc
         return {"author": str(comment["author"]).strip().lower(), "body": str(comment["body"]), "created_at": created}
@@ -313,8 +301,8 @@ class RecordsServer(BuiltinToolServer):
         moments = [t["updated_at"] for t in state["tickets"].values()]
         moments += [c["created_at"] for t in state["tickets"].values() for c in t["comments"]]
         latest = max(moments, default=None)
-        base = _parse_ts(latest) if latest else EPOCH - CLOCK_STEP
-        return _format_ts(base + CLOCK_STEP)
+        base = parse_timestamp(latest) if latest else EPOCH - CLOCK_STEP
+        return format_timestamp(base + CLOCK_STEP)
 
     @staticmethod
     def _listing_line(ticket: dict[str, Any]) -> str:
