@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.lib.sqlite import SqliteDatabase
 from eval_pipelines.schemas._base import utc_now_iso
 from eval_pipelines.schemas.platform import ConversationMessage, DatasetRow, StoredDatasetRow
 
@@ -153,41 +152,9 @@ def _loads_or_none(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-class PlatformStore:
+class PlatformStore(SqliteDatabase):
     def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._conn().executescript(SCHEMA)
-
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            conn.row_factory = sqlite3.Row
-            conn.execute("pragma journal_mode=wal")
-            conn.execute("pragma synchronous=normal")
-            conn.execute("pragma foreign_keys=on")
-            conn.execute("pragma busy_timeout=30000")
-            self._local.conn = conn
-        return conn
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        conn.execute("begin immediate")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("rollback")
-            raise
-        conn.execute("commit")
-
-    def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        super().__init__(path, SCHEMA)
 
     @staticmethod
     def _ensure_space(db: sqlite3.Connection, space_id: str, now: str) -> None:
