@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.paths import data_dir, project_root, scenarios_dir, sweeps_dir
+from eval_pipelines.paths import data_dir, scenarios_dir, sweeps_dir
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, partition_key
 from eval_pipelines.sweeps import (
     ConfigError,
@@ -28,59 +28,13 @@ from eval_pipelines.sweeps import (
 )
 
 EXIT_USER_ERROR = 2
-SERVICE_KEY_ENV = "EVAL_SERVICE_API_KEY"
-PARTITION_STEPS = ("eval_run", "rollouts", "verification", "rubric_verification")
-ASSESSMENT_STEPS = ("assessment_dataset", "judgements")
-#: The progress bar is the CLI's view of a sweep; Dagster's own event stream stays in its storage and UI.
-QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 class UserError(Exception):
     pass
 
 
-def _dagster_instance() -> Any:
-    import dagster as dg
-
-    if os.environ.get("DAGSTER_HOME"):
-        return dg.DagsterInstance.get()
-    # The repository's dagster.yaml keeps storage under data/dagster, relative to the repository root.
-    os.chdir(project_root())
-    return dg.DagsterInstance.from_config(str(project_root()))
-
-
-CLI_PID_TAG = "eval_pipelines/cli_pid"
-CLI_HOST_TAG = "eval_pipelines/cli_host"
-
-
-def fail_abandoned_cli_runs(instance: Any) -> int:
-    """Runs this host's CLI started that are still STARTED although their process is gone (kill -9): fail them
-    and free their pool slots, which run monitoring does not do for in-process runs. Returns how many."""
-    import socket
-
-    import dagster as dg
-
-    host = socket.gethostname()
-    statuses = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]
-    failed = 0
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=statuses, tags={CLI_HOST_TAG: host})):
-        pid = int(run.tags.get(CLI_PID_TAG, "0") or 0)
-        if pid > 0:
-            try:
-                os.kill(pid, 0)
-                continue  # that sweep is still running
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue  # alive, owned by someone else
-        instance.report_run_failed(run, message=f"the sweep process (pid {pid}) is gone")
-        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        failed += 1
-    return failed
-
-
 def cmd_sweep(args: argparse.Namespace) -> int:
-    import dagster as dg
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -92,16 +46,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
 
     from eval_pipelines.clients.backend import EvaluationBackend
-    from eval_pipelines.definitions import assets_by_name
-    from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
-    from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
-    from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+    from eval_pipelines.defs.runner import SERVICE_KEY_ENV, SweepRun
+    from eval_pipelines.reports import model_label
     from eval_pipelines.reports.data import pass_rate_rows
 
     console = Console(stderr=True)
-    assets = assets_by_name()
-    partition_assets = [assets[k] for k in PARTITION_STEPS + (() if args.skip_assessment else ASSESSMENT_STEPS)]
-    eval_catalog = assets["eval_catalog"]
     config_path = Path(args.config).resolve()
     sweep = load_sweep(config_path)
     catalog = ScenarioCatalog()
@@ -116,13 +65,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             )
     for model in sweep.models:
         model_config_for(model, source=str(config_path))  # a missing key variable fails here, before any run
-    sweep_id = args.sweep_id or default_sweep_id(sweep)
-    instance = _dagster_instance()
-    abandoned = fail_abandoned_cli_runs(instance)
-    instance.add_dynamic_partitions(MODELS.name, [m.name for m in sweep.models])
-    instance.add_dynamic_partitions(SCENARIOS.name, [s.key for s in scenarios])
-
-    paths = EvalPaths(sweeps_dir=str(config_path.parent))
+    backend: EvaluationBackend
     if args.backend == "http":
         if not args.base_url:
             raise UserError("--backend http needs --base-url (the evaluation service's address)")
@@ -130,30 +73,29 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise UserError(f"--backend http needs the service's API key in the environment variable {SERVICE_KEY_ENV}")
         from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 
-        # The assets read the key through EnvVar (never shown in Dagster); the progress poller reads it directly.
-        eval_service = EvalService(backend="http", base_url=args.base_url, api_key=dg.EnvVar(SERVICE_KEY_ENV))
-        backend: EvaluationBackend = HttpEvaluationBackend(args.base_url, os.environ[SERVICE_KEY_ENV])
+        backend = HttpEvaluationBackend(args.base_url, os.environ[SERVICE_KEY_ENV])
     else:
-        eval_service = EvalService()
-        backend = eval_service.get_backend()
-    resources = {"paths": paths, "eval_service": eval_service}
-    pairs = [(m, s) for s in scenarios for m in sweep.models]
-    total = sum(
-        len([t for t in s.tasks() if not sweep.task_ids or t in sweep.task_ids]) * sweep.rollout_count for _, s in pairs
-    )
-    labels = {m.name: f"{m.name} (simulated)" if m.is_simulated else m.name for m in sweep.models}
-    import socket
+        from eval_pipelines.service.embedded import EmbeddedEvaluationService
 
-    cli_tags = {CLI_PID_TAG: str(os.getpid()), CLI_HOST_TAG: socket.gethostname()}
-    if abandoned:
-        console.print(f"marked {abandoned} run(s) of a killed sweep as failed and freed their pool slots")
+        backend = EmbeddedEvaluationService(data_dir(), catalog)
+    run = SweepRun(
+        sweep=sweep,
+        sweep_id=args.sweep_id or default_sweep_id(sweep),
+        scenarios=scenarios,
+        sweeps_dir=config_path.parent,
+        backend=args.backend,
+        base_url=args.base_url,
+        skip_assessment=args.skip_assessment,
+    )
+    total = sum(
+        len([t for t in s.tasks() if not sweep.task_ids or t in sweep.task_ids]) * sweep.rollout_count
+        for _, s in run.pairs
+    )
     console.print(
-        f"sweep [bold]{sweep.name}[/] id [bold]{sweep_id}[/]: {len(sweep.models)} models x {len(scenarios)} "
+        f"sweep [bold]{sweep.name}[/] id [bold]{run.sweep_id}[/]: {len(sweep.models)} models x {len(scenarios)} "
         f"scenarios x rollout_count {sweep.rollout_count} = {total} rollouts"
     )
-
     stop = threading.Event()
-    failures: list[str] = []
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -167,50 +109,33 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         bar = progress.add_task("rollouts", total=total)
 
         def poll() -> None:
-            names = [run_name(sweep_id, s.scenario_id, m.name) for m, s in pairs]
+            names = [run_name(run.sweep_id, s.scenario_id, m.name) for m, s in run.pairs]
             while not stop.wait(0.5):
                 finished = 0
                 for name in names:
-                    run = backend.find_run(name)
-                    if run is not None:
-                        finished += run.total - run.pending - run.running
+                    found = backend.find_run(name)
+                    if found is not None:
+                        finished += found.total - found.pending - found.running
                 progress.update(bar, completed=finished)
 
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
         try:
-            for model, scenario in pairs:
-                progress.update(bar, description=f"{labels[model.name]} x {scenario.scenario_id}")
-                result = dg.materialize(
-                    partition_assets,
-                    partition_key=partition_of(model.name, scenario.key),
-                    instance=instance,
-                    resources=resources,
-                    tags={SWEEP_TAG: sweep.name, SWEEP_ID_TAG: sweep_id, **cli_tags},
-                    run_config=QUIET_CONSOLE,
-                    raise_on_error=False,
+            failures = run.execute(
+                lambda model, scenario: progress.update(
+                    bar, description=f"{model_label(model.name, model.is_simulated)} x {scenario.scenario_id}"
                 )
-                if not result.success:
-                    failures.append(f"{model.name}|{scenario.key}")
-            catalog_result = dg.materialize(
-                [eval_catalog],
-                instance=instance,
-                resources=resources,
-                run_config=QUIET_CONSOLE,
-                tags=cli_tags,
-                raise_on_error=False,
             )
-            if not catalog_result.success:
-                failures.append("eval_catalog")
         finally:
             stop.set()
             poller.join()
         progress.update(bar, completed=total, description="done")
-
-    _, rows = pass_rate_rows(paths.duckdb, sweep_id)
-    print_pass_rates(rows, sweep_id=sweep_id)
+    if run.abandoned_runs:
+        console.print(f"marked {run.abandoned_runs} run(s) of a killed sweep as failed and freed their pool slots")
+    _, rows = pass_rate_rows(run.paths().duckdb, run.sweep_id)
+    print_pass_rates(rows, sweep_id=run.sweep_id)
     if failures:
-        console.print(f"[red]failed partitions:[/] {', '.join(failures)} (see `dagster dev -w workspace.yaml`)")
+        console.print(f"[red]failed:[/] {', '.join(failures)} (see `dagster dev -w workspace.yaml`)")
         return 1
     return 0
 
@@ -317,9 +242,9 @@ def cmd_generate_tasks(args: argparse.Namespace) -> int:
     except (TaskGenFailed, BundleError) as exc:
         print(f"eval-pipelines: task generation failed: {exc}", file=sys.stderr)
         return 1
-    from eval_pipelines.defs.evals.partitions import SCENARIOS
+    from eval_pipelines.defs.runner import register_scenario_partition
 
-    _dagster_instance().add_dynamic_partitions(SCENARIOS.name or "scenarios", [partition_key(args.scenario_id)])
+    register_scenario_partition(partition_key(args.scenario_id))
     summary = results.filter_summary or {}
     print(f"wrote {len(results.tasks)} tasks to {folder}; filter summary: {json.dumps(summary, default=str)}")
     return 0

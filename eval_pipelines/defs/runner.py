@@ -1,0 +1,126 @@
+"""Running sweeps through Dagster from a process (the CLI): the instance, the materialisations, and cleanup
+after a killed sweep. The CLI stays Dagster-free and calls these."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipelines.definitions import assets_by_name
+from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
+from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
+from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.paths import project_root
+from eval_pipelines.scenarios.catalog import ScenarioFiles
+from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
+
+CLI_PID_TAG = "eval_pipelines/cli_pid"
+CLI_HOST_TAG = "eval_pipelines/cli_host"
+SERVICE_KEY_ENV = "EVAL_SERVICE_API_KEY"
+PARTITION_STEPS = ("eval_run", "rollouts", "verification", "rubric_verification")
+ASSESSMENT_STEPS = ("assessment_dataset", "judgements")
+#: The CLI's progress bar is its view of a sweep; Dagster's event stream stays in its storage and UI.
+QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def open_instance() -> dg.DagsterInstance:
+    """`$DAGSTER_HOME`'s instance, else the repository's dagster.yaml (storage under data/dagster)."""
+    if os.environ.get("DAGSTER_HOME"):
+        return dg.DagsterInstance.get()
+    # Relative paths in the repository's dagster.yaml are relative to the repository root.
+    os.chdir(project_root())
+    return dg.DagsterInstance.from_config(str(project_root()))
+
+
+def fail_abandoned_cli_runs(instance: dg.DagsterInstance) -> int:
+    """Runs this host's CLI started that are still STARTED although their process is gone (kill -9): fail them
+    and free their pool slots, which run monitoring does not do for in-process runs. Returns how many."""
+    statuses = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]
+    failed = 0
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=statuses, tags={CLI_HOST_TAG: socket.gethostname()})):
+        pid = int(run.tags.get(CLI_PID_TAG, "0") or 0)
+        if pid > 0:
+            try:
+                os.kill(pid, 0)
+                continue  # that sweep is still running
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue  # alive, owned by someone else
+        instance.report_run_failed(run, message=f"the sweep process (pid {pid}) is gone")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        failed += 1
+    return failed
+
+
+def register_scenario_partition(scenario_key: str) -> None:
+    with open_instance() as instance:
+        instance.add_dynamic_partitions(SCENARIOS.name or "scenarios", [scenario_key])
+
+
+@dataclass
+class SweepRun:
+    """One sweep to materialise: which pairs, on which backend, with which run tags."""
+
+    sweep: SweepConfig
+    sweep_id: str
+    scenarios: Sequence[ScenarioFiles]
+    sweeps_dir: Path
+    backend: str = "embedded"
+    base_url: str | None = None
+    skip_assessment: bool = False
+    abandoned_runs: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def pairs(self) -> list[tuple[SweepModel, ScenarioFiles]]:
+        return [(m, s) for s in self.scenarios for m in self.sweep.models]
+
+    def paths(self) -> EvalPaths:
+        return EvalPaths(sweeps_dir=str(self.sweeps_dir))
+
+    def eval_service(self) -> EvalService:
+        if self.backend == "http":
+            # The key is read through EnvVar at run time, so Dagster never shows it.
+            return EvalService(backend="http", base_url=self.base_url, api_key=dg.EnvVar(SERVICE_KEY_ENV))
+        return EvalService()
+
+    def execute(self, on_pair: Callable[[SweepModel, ScenarioFiles], None]) -> list[str]:
+        """Materialise every pair's partition, then the catalog; returns what failed (empty when all passed)."""
+        assets = assets_by_name()
+        steps = [assets[k] for k in PARTITION_STEPS + (() if self.skip_assessment else ASSESSMENT_STEPS)]
+        resources = {"paths": self.paths(), "eval_service": self.eval_service()}
+        cli_tags = {CLI_PID_TAG: str(os.getpid()), CLI_HOST_TAG: socket.gethostname()}
+        with open_instance() as instance:
+            self.abandoned_runs = fail_abandoned_cli_runs(instance)
+            instance.add_dynamic_partitions(MODELS.name or "models", [m.name for m in self.sweep.models])
+            instance.add_dynamic_partitions(SCENARIOS.name or "scenarios", [s.key for s in self.scenarios])
+            for model, scenario in self.pairs:
+                on_pair(model, scenario)
+                result = dg.materialize(
+                    steps,
+                    partition_key=partition_of(model.name, scenario.key),
+                    instance=instance,
+                    resources=resources,
+                    tags={SWEEP_TAG: self.sweep.name, SWEEP_ID_TAG: self.sweep_id, **cli_tags},
+                    run_config=QUIET_CONSOLE,
+                    raise_on_error=False,
+                )
+                if not result.success:
+                    self.failures.append(f"{model.name}|{scenario.key}")
+            catalog = dg.materialize(
+                [assets["eval_catalog"]],
+                instance=instance,
+                resources=resources,
+                run_config=QUIET_CONSOLE,
+                tags=cli_tags,
+                raise_on_error=False,
+            )
+            if not catalog.success:
+                self.failures.append("eval_catalog")
+        return self.failures
