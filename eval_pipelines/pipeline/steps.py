@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import logging
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,10 @@ class CollectSummary:
     preview: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: Rollouts whose artifacts are held in memory at once while a run is written to the warehouse.
+COLLECT_CHUNK = 200
+
+
 def trace_path(traces_root: Path, model_key: str, scenario_key: str, rollout_id: str) -> Path:
     return traces_root / f"model={model_key}" / f"scenario={scenario_key}" / f"{rollout_id}.json"
 
@@ -121,22 +126,28 @@ def run_and_collect(
     run_id = backend.launch_or_resume(request)
     backend.complete_run(run_id, request, timeout_seconds=timeout_seconds, progress=progress)
     rollouts = backend.list_rollouts(run_id)
-    collected: list[tuple[Rollout, RunArtifacts | None, str | None]] = []
-    for rollout in rollouts:
-        artifacts: RunArtifacts | None = None
-        path: str | None = None
-        if rollout.status.is_terminal:
-            artifacts = backend.get_artifacts(rollout.rollout_id)
-            if artifacts is not None:
-                target = trace_path(traces_root, ctx.model_key, ctx.scenario_key, rollout.rollout_id)
-                artifacts.dump(target)
-                path = str(target)
-        collected.append((rollout, artifacts, path))
-    tables = rollout_tables(ctx, collected)
-    rows_written: dict[str, int] = {}
-    for name, table in tables.items():
-        warehouse.write(name, table, model_key=ctx.model_key, scenario_key=ctx.scenario_key, file_stem=run_id)
-        rows_written[name] = table.num_rows
+
+    def chunks() -> Iterator[dict[str, pa.Table]]:
+        # A chunk's artifacts are dropped once its rows are built, so memory stays flat as runs grow.
+        for start in range(0, len(rollouts), COLLECT_CHUNK):
+            collected: list[tuple[Rollout, RunArtifacts | None, str | None]] = []
+            for rollout in rollouts[start : start + COLLECT_CHUNK]:
+                artifacts: RunArtifacts | None = None
+                path: str | None = None
+                if rollout.status.is_terminal:
+                    artifacts = backend.get_artifacts(rollout.rollout_id)
+                    if artifacts is not None:
+                        target = trace_path(traces_root, ctx.model_key, ctx.scenario_key, rollout.rollout_id)
+                        artifacts.dump(target)
+                        path = str(target)
+                collected.append((rollout, artifacts, path))
+            yield rollout_tables(ctx, collected)
+        if not rollouts:
+            yield rollout_tables(ctx, [])  # empty files, so a run with no rollouts still has its tables
+
+    rows_written = warehouse.write_streams(
+        chunks(), model_key=ctx.model_key, scenario_key=ctx.scenario_key, file_stem=run_id
+    )
     warehouse.write_tasks(tasks_table(scenario.scenario_id, scenario.tasks().values()), ctx.scenario_key)
     by_status = Counter(r.status.value for r in rollouts)
     preview = [

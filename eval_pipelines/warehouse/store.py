@@ -7,10 +7,13 @@ replaces it instead of adding a duplicate.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -97,6 +100,45 @@ class Warehouse:
         target = self.path_for(table_name, model_key=model_key, scenario_key=scenario_key, file_stem=file_stem)
         self._check_schema(table_name, table)
         return self._atomic_write(table, target)
+
+    def write_streams(
+        self, chunks: Iterable[dict[str, pa.Table]], *, model_key: str, scenario_key: str, file_stem: str
+    ) -> dict[str, int]:
+        """Write several model x scenario tables from a stream of {table: rows} chunks, each chunk appended as a
+        row group as it arrives, so a large partition is never held in memory. Every file is replaced
+        atomically at the end, like `write`. Returns the rows written per table."""
+        writers: dict[str, tuple[Path, Path, Any, pq.ParquetWriter]] = {}
+        rows: dict[str, int] = {}
+        try:
+            for chunk in chunks:
+                for name, table in chunk.items():
+                    self._check_schema(name, table)
+                    if name not in writers:
+                        target = self.path_for(
+                            name, model_key=model_key, scenario_key=scenario_key, file_stem=file_stem
+                        )
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        tmp = target.with_name(f".{target.stem}.{uuid.uuid4().hex}{PARQUET_SUFFIX}{TEMP_SUFFIX}")
+                        handle = open(tmp, "wb")  # noqa: SIM115 - closed in the finally below
+                        writer = pq.ParquetWriter(handle, table_spec(name).schema, compression=COMPRESSION)
+                        writers[name] = (target, tmp, handle, writer)
+                        rows[name] = 0
+                    writers[name][3].write_table(table)
+                    rows[name] += table.num_rows
+            for target, tmp, handle, writer in writers.values():
+                writer.close()
+                handle.flush()
+                os.fsync(handle.fileno())
+                handle.close()
+                os.replace(tmp, target)
+        except BaseException:
+            for _, tmp, handle, writer in writers.values():
+                with contextlib.suppress(Exception):
+                    writer.close()
+                handle.close()
+                tmp.unlink(missing_ok=True)
+            raise
+        return rows
 
     def write_scenario_table(self, table_name: str, table: pa.Table, *, scenario_key: str, file_stem: str) -> Path:
         """Idempotent like `write`, for the tables partitioned by scenario only (tasks, synthetic_rows)."""

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -108,3 +109,27 @@ def test_secrets_never_reach_parquet(tmp_path: Path, f: ModuleType) -> None:
     assert f.CANARY not in decoded
     for p in files:
         assert f.CANARY.encode() not in p.read_bytes(), p
+
+
+def test_streamed_writes_equal_one_table_and_leave_no_temp_files(tmp_path: Path, f: ModuleType) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    ctx = f.make_ctx()
+    rollouts = [(f.make_rollout(f"r{i}", index=i), f.make_artifacts(), None) for i in range(5)]
+    chunks = [rollout_tables(ctx, rollouts[:2]), rollout_tables(ctx, rollouts[2:])]
+    rows = wh.write_streams(iter(chunks), model_key=ctx.model_key, scenario_key=ctx.scenario_key, file_stem="run")
+    whole = rollout_tables(ctx, rollouts)
+    assert rows == {name: table.num_rows for name, table in whole.items()}
+    for name, table in whole.items():
+        written = pq.read_table(
+            wh.path_for(name, model_key=ctx.model_key, scenario_key=ctx.scenario_key, file_stem="run")
+        )
+        assert written.to_pylist() == table.to_pylist()
+    assert not list((tmp_path / "wh").rglob("*.tmp"))
+
+    def failing() -> Iterator[dict[str, pa.Table]]:
+        yield chunks[0]
+        raise RuntimeError("the source broke mid-stream")
+
+    with pytest.raises(RuntimeError):
+        wh.write_streams(failing(), model_key=ctx.model_key, scenario_key=ctx.scenario_key, file_stem="broken")
+    assert not list((tmp_path / "wh").rglob("*.tmp")) and not list((tmp_path / "wh").rglob("broken.parquet"))
