@@ -27,6 +27,7 @@ validate: $(STAMP)
 	$(VENV)/bin/dagster definitions validate -w workspace.yaml
 
 ## Benchmarks: re-verification throughput and warehouse scale (results in benchmarks/results/, git-ignored).
+## The issue-10 set (Inspect AI comparison, latency hiding, memory, Dagster overhead): benchmarks/run_all.py.
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/reverify.py
 	$(VENV)/bin/python benchmarks/warehouse_scale.py

@@ -1,0 +1,445 @@
+"""Shared pieces of the benchmarks: the benchmark scenario, the zero-latency (or sleeping) model endpoint in its
+own process, our pipeline's run of one partition, CPU/RSS accounting, and where results go.
+
+The endpoint runs as a separate process (`python -m benchmarks._common endpoint ...`) because a real model is
+never inside the orchestrator's process: its CPU is reported on its own line, not mixed into ours or Inspect's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+INSPECT_PYTHON = Path(__file__).resolve().parent / ".venv-inspect" / "bin" / "python"
+#: The email task the benchmarks copy: 5 tool calls (get, search, get, reply, send) and a final answer.
+SOURCE_SCENARIO = "email_ops"
+SOURCE_TASK = "email_ops_011"
+BENCH_SCENARIO_ID = "bench_email:1.0.0"
+#: sim-oracle's model calls per rollout of the benchmark task: one per tool call, plus the final answer.
+CALLS_PER_ROLLOUT = 6
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+# --- measurement ------------------------------------------------------------------------------------------------
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process, all threads, plus its waited-for children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process (all threads), from /proc/<pid>/stat (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size, MiB (Linux reports KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def git_revision() -> str:
+    """The commit measured, with `+dirty` when the working tree differs from it (other engineers edit live)."""
+    try:
+
+        def git(*args: str) -> str:
+            return subprocess.run(
+                ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10, check=True
+            ).stdout.strip()
+
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "eval_pipelines")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head}+dirty" if dirty else head
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "cpus": cpu_count(),
+        "platform": platform.platform(),
+        "git_revision": git_revision(),
+    }
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def command_line() -> str:
+    """How this benchmark was invoked, relative to the repository root, for the report."""
+    script = Path(sys.argv[0]).resolve()
+    shown = script.relative_to(REPO_ROOT) if script.is_relative_to(REPO_ROOT) else script
+    return " ".join([".venv/bin/python", str(shown), *sys.argv[1:]])
+
+
+def write_report(name: str, report: dict[str, Any], markdown: str, out: Path | None) -> None:
+    """JSON on stdout and `<out>/<name>.{json,md}` (git-ignored); `out=None` writes no files."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    print(markdown)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(text + "\n", encoding="utf-8")
+        (out / f"{name}.md").write_text(markdown + "\n", encoding="utf-8")
+
+
+def run_json_child(command: Sequence[str], *, timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a benchmark child process and return the JSON object it prints last."""
+    completed = subprocess.run(
+        list(command), capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO_ROOT, check=False
+    )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
+    if completed.returncode != 0 or not lines:
+        tail = (completed.stderr or completed.stdout)[-3000:]
+        raise RuntimeError(f"{' '.join(command[:3])}... exited {completed.returncode}:\n{tail}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+# --- the benchmark scenario -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchScenario:
+    scenarios_dir: Path
+    scenario_dir: Path
+    task_ids: list[str]
+
+
+def write_bench_scenario(
+    scenarios_dir: Path, task_count: int, source: Path | None = None, source_task: str = SOURCE_TASK
+) -> BenchScenario:
+    """A catalog folder holding one scenario, `bench_email`, whose `task_count` tasks are copies of the source task
+    (same instruction, seed, reference actions and verifier), so N tasks x k rollouts mirrors N samples x k epochs.
+    """
+    from eval_pipelines.scenarios.catalog import default_scenarios_dir
+
+    source = source or default_scenarios_dir() / SOURCE_SCENARIO
+    # A unique folder name: the verifier loader names a package by its folder and content, so two copies with the
+    # same name in one process (the in-process smoke tests) would share the first copy's, possibly deleted, path.
+    target = scenarios_dir / f"bench_email_{uuid.uuid4().hex[:8]}"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "tasks"))
+    template = json.loads((target / "template.json").read_text(encoding="utf-8"))
+    template.update(scenario_id=BENCH_SCENARIO_ID, name="Benchmark: email, 5 tool calls")
+    (target / "template.json").write_text(json.dumps(template, indent=2), encoding="utf-8")
+    task = json.loads((source / "tasks" / f"{source_task}.json").read_text(encoding="utf-8"))
+    (target / "tasks").mkdir()
+    task_ids = []
+    for index in range(task_count):
+        task_id = f"bench_{index:05d}"
+        task["task_id"] = task_id
+        if isinstance(task.get("rubric"), dict):
+            task["rubric"]["task_id"] = task_id
+        (target / "tasks" / f"{task_id}.json").write_text(json.dumps(task, indent=2), encoding="utf-8")
+        task_ids.append(task_id)
+    return BenchScenario(scenarios_dir, target, task_ids)
+
+
+# --- the model endpoint, in its own process ---------------------------------------------------------------------
+
+
+def with_latency(app: AsgiApp, seconds: float) -> AsgiApp:
+    """Answer chat completions only after `seconds`, as a remote model would (other routes are immediate)."""
+
+    async def delayed(scope: Scope, receive: Receive, send: Send) -> None:
+        if seconds > 0 and scope["type"] == "http" and str(scope.get("path", "")).endswith("/chat/completions"):
+            await asyncio.sleep(seconds)
+        await app(scope, receive, send)
+
+    return delayed
+
+
+def endpoint_app(scenarios_dir: Path, latency_seconds: float) -> AsgiApp:
+    """The simulated models (sim-oracle replays the reference actions), answering after `latency_seconds`."""
+    from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
+    from eval_pipelines.scenarios.catalog import ScenarioCatalog
+
+    app: AsgiApp = create_sim_app(ReferenceBook.from_catalog(ScenarioCatalog(scenarios_dir)))
+    return with_latency(app, latency_seconds)
+
+
+def serve_endpoint(scenarios_dir: Path, port: int, latency_seconds: float) -> None:
+    """Serve the endpoint app until SIGTERM (the body of the endpoint process)."""
+    from eval_pipelines.lib.serving import BackgroundServer
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with BackgroundServer(endpoint_app(scenarios_dir, latency_seconds), port=port):
+        stop.wait()
+
+
+class ModelEndpoint:
+    """`with ModelEndpoint(scenarios_dir, latency_seconds=0.2) as endpoint: endpoint.url` (the `/v1` base URL).
+
+    A separate process on a loopback port; `cpu_seconds()` reads its CPU time so each side can report it.
+    `in_process=True` serves it from a thread of this process instead (the smoke tests: no process start-up,
+    but its CPU is then this process's).
+    """
+
+    def __init__(
+        self,
+        scenarios_dir: Path,
+        latency_seconds: float = 0.0,
+        startup_timeout: float = 60.0,
+        in_process: bool = False,
+    ) -> None:
+        from eval_pipelines.lib.serving import free_port
+
+        self.port = free_port()
+        self.latency_seconds = latency_seconds
+        self.scenarios_dir = scenarios_dir
+        self.startup_timeout = startup_timeout
+        self.in_process = in_process
+        self._process: subprocess.Popen[bytes] | None = None
+        self._thread_server: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self) -> int:
+        if self.in_process:
+            return os.getpid()
+        assert self._process is not None
+        return self._process.pid
+
+    def cpu_seconds(self) -> float:
+        return process_cpu_seconds(self.pid)
+
+    def start(self) -> ModelEndpoint:
+        if self.in_process:
+            from eval_pipelines.lib.serving import BackgroundServer
+
+            app = endpoint_app(self.scenarios_dir, self.latency_seconds)
+            self._thread_server = BackgroundServer(app, port=self.port).start()
+            return self
+        command = [sys.executable, "-m", "benchmarks._common", "endpoint", "--scenarios-dir", str(self.scenarios_dir),
+                   "--port", str(self.port), "--latency", str(self.latency_seconds)]  # fmt: skip
+        self._process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"the model endpoint exited during startup (status {self._process.returncode})")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"the model endpoint did not start within {self.startup_timeout:g}s")
+
+    def stop(self) -> None:
+        if self._thread_server is not None:
+            self._thread_server.stop()
+            self._thread_server = None
+        if self._process is None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout=15)
+        self._process = None
+
+    def __enter__(self) -> ModelEndpoint:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+@contextmanager
+def patched_environ(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of an in-process child, then restore them."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_child(
+    script: Path,
+    child_args: list[str],
+    child_main: Callable[[list[str]], dict[str, Any]],
+    *,
+    in_process: bool,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """One measurement: `script --child ...` in a fresh interpreter (imports and earlier runs do not leak into
+    its CPU and RSS), or `child_main` in this process when `in_process` (the smoke tests)."""
+    if in_process:
+        with patched_environ(env or {}):
+            return child_main(child_args)
+    full_env = {**os.environ, **env} if env else None
+    return run_json_child([sys.executable, str(script), *child_args], timeout=timeout, env=full_env)
+
+
+# --- our side: one partition through the embedded service, as the `rollouts` asset runs it ----------------------
+
+
+@dataclass
+class OurRun:
+    rollouts: int
+    passed: int
+    by_status: dict[str, int]
+    wall_seconds: float
+    cpu_seconds: float
+    endpoint_cpu_seconds: float | None
+    #: from the start to the last rollout's completion: execution alone, before the traces and Parquet are written.
+    execute_seconds: float
+
+
+class OurPipeline:
+    """The embedded evaluation service, its warehouse and traces under one data directory: the path the
+    `rollouts` asset takes (`pipeline.steps.run_and_collect`), without Dagster.
+
+    Each run: launch (SQLite run store) -> execute every rollout (RolloutEngine: workspaces on the real HTTP email
+    server, the reference agent against the model endpoint, state snapshots and diffs, the scenario's verifiers,
+    artifacts JSON) -> copy the traces and write rollouts/messages/tool_calls Parquet.
+    """
+
+    def __init__(self, scenarios_dir: Path, data_dir: Path) -> None:
+        from eval_pipelines.scenarios.catalog import ScenarioCatalog
+        from eval_pipelines.service.embedded import EmbeddedEvaluationService
+        from eval_pipelines.warehouse.store import Warehouse
+
+        self.catalog = ScenarioCatalog(scenarios_dir)
+        self.scenario = self.catalog.get(BENCH_SCENARIO_ID)
+        self.data_dir = data_dir
+        self.backend = EmbeddedEvaluationService(data_dir, self.catalog)
+        self.warehouse = Warehouse(data_dir / "warehouse")
+        self.backend.executor.runtime.start()  # tool servers listening before anything is timed
+        self._runs = 0
+
+    def run(
+        self,
+        task_ids: Sequence[str],
+        rollout_count: int,
+        max_parallel: int,
+        endpoint_url: str,
+        *,
+        endpoint_pid: int | None = None,
+        model_key: str = "sim-oracle",
+        timeout_seconds: float = 600.0,
+        on_rollout_done: Callable[[], None] | None = None,
+    ) -> OurRun:
+        from eval_pipelines.pipeline.steps import run_and_collect
+        from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
+        from eval_pipelines.warehouse.rows import RolloutContext
+
+        self._runs += 1
+        run_name = f"bench-{os.getpid()}-{self._runs}"
+        request = RunLaunchRequest.model_validate(
+            {
+                "scenario_id": self.scenario.scenario_id,
+                "task_ids": list(task_ids),
+                "model_config": {
+                    "model": "sim-oracle",
+                    "provider": "custom",
+                    "base_url": endpoint_url,
+                    "api_key": "benchmark-key-not-secret",
+                    "temperature": 0.0,
+                },
+                "rollout_count": rollout_count,
+                "max_parallel": max_parallel,
+                "run_name": run_name,
+            }
+        )
+        ctx = RolloutContext("bench", run_name, model_key, self.scenario.key, "sim-oracle", True, endpoint_url)
+        last_done = 0.0
+
+        def progress(_: Any) -> None:
+            nonlocal last_done
+            last_done = time.perf_counter()
+            if on_rollout_done is not None:
+                on_rollout_done()
+
+        endpoint_before = process_cpu_seconds(endpoint_pid) if endpoint_pid else None
+        cpu_before = cpu_seconds()
+        started = time.perf_counter()
+        summary = run_and_collect(
+            self.backend,
+            request,
+            ctx,
+            self.scenario,
+            self.warehouse,
+            self.data_dir / "artifacts",
+            timeout_seconds=timeout_seconds,
+            progress=progress,
+        )
+        wall = time.perf_counter() - started
+        cpu = cpu_seconds() - cpu_before
+        endpoint_cpu = None if endpoint_before is None else process_cpu_seconds(endpoint_pid or 0) - endpoint_before
+        rollouts = self.backend.list_rollouts(summary.run_id)
+        passed = sum(1 for r in rollouts if r.status == RolloutStatus.COMPLETED and r.result and r.result.success)
+        execute = (last_done or time.perf_counter()) - started
+        return OurRun(summary.rollouts, passed, summary.by_status, wall, cpu, endpoint_cpu, execute)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="benchmark helpers")
+    sub = parser.add_subparsers(dest="command", required=True)
+    endpoint = sub.add_parser("endpoint", help="serve the simulated models until SIGTERM")
+    endpoint.add_argument("--scenarios-dir", type=Path, required=True)
+    endpoint.add_argument("--port", type=int, required=True)
+    endpoint.add_argument("--latency", type=float, default=0.0, help="seconds before each chat completion")
+    args = parser.parse_args(argv)
+    serve_endpoint(args.scenarios_dir, args.port, args.latency)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
