@@ -86,7 +86,12 @@ def load_verifier_package(directory: Path) -> VerifierPackage:
     init = directory / "__init__.py"
     if not init.is_file():
         raise FileNotFoundError(f"{init}: a verifier package needs an __init__.py")
-    name = f"_ep_verifiers_{directory.parent.name}_{package_version(directory)}".replace("-", "_").replace(".", "_")
+    # The location is part of the name: two copies of one scenario (same folder name, same sources) in one process
+    # must not share modules, or the second would import from the first copy's (possibly deleted) folder.
+    where = hashlib.sha256(str(directory).encode()).hexdigest()[:8]
+    name = f"_ep_verifiers_{directory.parent.name}_{package_version(directory)}_{where}".replace("-", "_").replace(
+        ".", "_"
+    )
     with _LOCK:
         if name not in sys.modules:
             spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(directory)])
