@@ -43,7 +43,7 @@ from eval_pipelines.schemas.runs import (
     TokenUsage,
 )
 from eval_pipelines.schemas.scenarios import NpcProfile, Task
-from eval_pipelines.schemas.tools import DiffScope
+from eval_pipelines.schemas.tools import DiffScope, ToolDefinition
 from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
 from eval_pipelines.toolservers.chat import ChatServer
@@ -147,11 +147,19 @@ class RolloutEngine:
         admin: ToolServerAdmin,
         agent_factory: AgentFactory = default_agent_factory,
         tool_timeout_seconds: float = 90.0,
+        background_cleanup: bool = False,
     ) -> None:
         self.clients = clients
         self.admin = admin
         self.agent_factory = agent_factory
         self.tool_timeout_seconds = tool_timeout_seconds
+        #: Delete a finished rollout's workspaces after `execute` returns, so the next rollout starts sooner;
+        #: whoever sets it awaits `drain()` before closing `admin`.
+        self.background_cleanup = background_cleanup
+        self._cleanups: set[asyncio.Task[None]] = set()
+        #: tool server base URL -> its tool listing, read by the first rollout that reached it. A server's
+        #: tools do not change during a run, and every later rollout saves a request and its parsing.
+        self._tool_listings: dict[str, list[ToolDefinition]] = {}
 
     async def execute(
         self,
@@ -182,13 +190,18 @@ class RolloutEngine:
             observer.phase(RolloutPhase.BUILDING_ENVIRONMENT)
             servers = [ts.name for ts in spec.task.tool_servers]
             try:
+                # Each workspace is created with its seed in one request (latency is what a rollout waits on);
+                # the seeding phase then covers the initial snapshots and the NPCs' configuration.
+                seeded: dict[str, dict[str, Any] | None] = {}
                 for server in servers:
-                    base = spec.model_config.tool_server_url or spec.tool_server_urls[server]
-                    workspaces[server] = await self.admin.create_workspace(base, seed=[])
+                    base = self._base_url(spec, server)
+                    workspaces[server], seeded[server] = await self.admin.create_seeded_workspace(
+                        base, self._seed_for(spec, server)
+                    )
                 observer.phase(RolloutPhase.SEEDING)
                 for server in servers:
-                    await self.admin.seed(workspaces[server], self._seed_for(spec, server))
-                    initial[server] = await self.admin.snapshot(workspaces[server])
+                    state = seeded[server]
+                    initial[server] = state if state is not None else await self.admin.snapshot(workspaces[server])
                 if spec.user_model_config is not None and NPC_SERVER in workspaces:
                     # The NPCs' model (with its key) lives in the tool server's memory for this workspace only.
                     await self.admin.configure(workspaces[NPC_SERVER], npc_configure_settings(spec.user_model_config))
@@ -200,7 +213,15 @@ class RolloutEngine:
 
             observer.phase(RolloutPhase.AGENT_RUNNING, "step 0")
             environment = UnifiedEnvironment(
-                workspaces, timeout_seconds=self.tool_timeout_seconds, mcp_servers=list(spec.mcp_servers)
+                workspaces,
+                timeout_seconds=self.tool_timeout_seconds,
+                http_client=self.admin.http_client(),
+                mcp_servers=list(spec.mcp_servers),
+                known_tools={
+                    server: self._tool_listings[base]
+                    for server in servers
+                    if (base := self._base_url(spec, server)) in self._tool_listings
+                },
             )
             if spec.mcp_servers:
                 try:
@@ -211,6 +232,8 @@ class RolloutEngine:
                         spec, artifacts, RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, [], started
                     )
             status, reason = await self._run_agent(spec, environment, artifacts, cancel)
+            for server, tools in environment.http_tool_listings().items():
+                self._tool_listings.setdefault(self._base_url(spec, server), tools)
             snapshot_error = await self._capture_state(spec, environment, workspaces, initial, artifacts)
             if snapshot_error is not None and status == RolloutStatus.COMPLETED:
                 # Verifiers read the final state; without it a "fail" would be a wrong number, not a result.
@@ -224,10 +247,27 @@ class RolloutEngine:
         finally:
             if environment is not None:
                 await environment.aclose()
-            for url in workspaces.values():
-                # Cleanup is best effort: the result is already decided and a stale workspace only costs memory.
-                with contextlib.suppress(WorkspaceError):
-                    await self.admin.delete_workspace(url)
+            if self.background_cleanup and workspaces:
+                task = asyncio.create_task(self._delete_workspaces(list(workspaces.values())))
+                self._cleanups.add(task)
+                task.add_done_callback(self._cleanups.discard)
+            else:
+                await self._delete_workspaces(list(workspaces.values()))
+
+    async def _delete_workspaces(self, urls: list[str]) -> None:
+        for url in urls:
+            # Cleanup is best effort: the result is already decided and a stale workspace only costs memory.
+            with contextlib.suppress(WorkspaceError):
+                await self.admin.delete_workspace(url)
+
+    async def drain(self) -> None:
+        """Wait for the workspace deletions still running in the background (see `background_cleanup`)."""
+        while self._cleanups:
+            await asyncio.gather(*list(self._cleanups), return_exceptions=True)
+
+    @staticmethod
+    def _base_url(spec: RolloutSpec, server: str) -> str:
+        return spec.model_config.tool_server_url or spec.tool_server_urls[server]
 
     @staticmethod
     def _seed_for(spec: RolloutSpec, server: str) -> list[Any]:

@@ -12,11 +12,8 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import mcp_types
-from mcp import Client, MCPError, StdioServerParameters
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eval_pipelines.environments.base import ToolServerUnavailable
@@ -35,13 +32,18 @@ from eval_pipelines.schemas.tools import (
     Transport,
 )
 
+if TYPE_CHECKING:
+    # The SDK is imported where a session is opened: most runs have no MCP server, and importing it costs
+    # every process (rollout workers included) about half a second at start-up.
+    import mcp_types
+    from mcp import Client, StdioServerParameters
+
 #: a server that never stops paginating cannot hang a listing.
 MAX_TOOL_PAGES: Final = 100
 #: extra time the hard deadline gives the SDK's own read timeout to report first, with its clearer error.
 _DEADLINE_GRACE_SECONDS: Final = 1.0
 #: time for an owner task to leave the SDK client after `closing` is set, on top of the call timeout.
 _SHUTDOWN_GRACE_SECONDS: Final = 10.0
-_INFRASTRUCTURE_ERROR_CODES: Final = frozenset({CONNECTION_CLOSED, REQUEST_TIMEOUT})
 
 
 class McpServerSpec(BaseModel):
@@ -123,6 +125,8 @@ def tool_definition(tool: mcp_types.Tool) -> ToolDefinition:
 def observation_text(result: mcp_types.CallToolResult) -> str:
     """Text blocks joined by newlines. Other blocks are named so the agent knows something was left out;
     a result with no text falls back to its structured content."""
+    import mcp_types
+
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
@@ -185,6 +189,8 @@ class McpServerConnection:
         if self.spec.url is not None:
             return self.spec.url
         assert self.spec.command is not None
+        from mcp import StdioServerParameters
+
         return StdioServerParameters(
             command=self.spec.command, args=list(self.spec.args), env=dict(self._child_env), cwd=self.spec.cwd
         )
@@ -202,6 +208,8 @@ class McpServerConnection:
             self._loop = loop
 
     async def _own_session(self, ready: asyncio.Future[Client], closing: asyncio.Event) -> None:
+        from mcp import Client
+
         try:
             async with Client(self._target(), read_timeout_seconds=self.timeout_seconds) as client:
                 ready.set_result(client)
@@ -267,6 +275,9 @@ class McpServerConnection:
                 raise
 
     def _unavailable(self, action: str, exc: BaseException) -> ToolServerUnavailable:
+        from mcp import MCPError
+        from mcp_types import REQUEST_TIMEOUT
+
         if isinstance(exc, TimeoutError) or (isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT):
             return ToolServerUnavailable(
                 f"MCP server {self.spec.name!r} timed out after {self.timeout_seconds:g}s on {action}"
@@ -301,12 +312,15 @@ class McpServerConnection:
         return tools
 
     async def call_tool(self, tool_name: str, arguments: dict[str, Any]) -> tuple[ToolCallResult, StateDiff | None]:
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
         client = await self.open()
         try:
             async with asyncio.timeout(self.timeout_seconds + _DEADLINE_GRACE_SECONDS):
                 result = await client.call_tool(tool_name, arguments)
         except MCPError as exc:
-            if exc.code in _INFRASTRUCTURE_ERROR_CODES:
+            if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
                 raise self._unavailable(f"tools/call {tool_name!r}", exc) from exc
             # The server answered: the agent can read the refusal and correct its call.
             return ToolCallResult(observation=f"MCP error {exc.code}: {exc.message}", is_error=True), None

@@ -49,6 +49,7 @@ class UnifiedEnvironment(BaseEnvironment):
         mcp_servers: Sequence[McpServerSpec] | None = None,
         environ: Mapping[str, str] | None = None,
         secret_prefix: str = DEFAULT_SECRET_PREFIX,
+        known_tools: Mapping[str, list[ToolDefinition]] | None = None,
     ) -> None:
         super().__init__()
         self.tool_servers = {name: url.rstrip("/") for name, url in (tool_servers or {}).items()}
@@ -63,7 +64,10 @@ class UnifiedEnvironment(BaseEnvironment):
         self._secret_prefix = validate_secret_prefix(secret_prefix)
         self._client = http_client
         self._owns_client = http_client is None
-        self._tools: dict[str, list[ToolDefinition]] = {}
+        # Listings the caller already holds (an earlier rollout read them from the same servers).
+        self._tools: dict[str, list[ToolDefinition]] = {
+            name: list(tools) for name, tools in (known_tools or {}).items() if name in self.tool_servers
+        }
         self._mcp: dict[str, McpServerConnection] = {}
         self._names_checked = False
         self.state_diffs: list[StateDiff] = []
@@ -72,6 +76,10 @@ class UnifiedEnvironment(BaseEnvironment):
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=self.timeout_seconds)
         return self._client
+
+    def http_tool_listings(self) -> dict[str, list[ToolDefinition]]:
+        """The HTTP tool servers' listings read so far, by server name (for reuse by later environments)."""
+        return {name: tools for name, tools in self._tools.items() if name in self.tool_servers}
 
     def list_tool_namespaces(self) -> list[ToolNamespace]:
         http = [ToolNamespace(name=n, transport=Transport.HTTP, url=u) for n, u in self.tool_servers.items()]

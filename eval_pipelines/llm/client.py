@@ -12,6 +12,7 @@ from typing import Any, cast
 import httpx
 from pydantic import SecretStr, ValidationError
 
+from eval_pipelines.lib.http_pool import ShardedAsyncClient
 from eval_pipelines.lib.retry import (
     RetryPolicy,
     SleepFn,
@@ -108,11 +109,9 @@ class ChatClient:
         self._api_key = SecretStr(api_key) if api_key else None
         self.limiter = limiter or AdaptiveLimiter(max_concurrency, name=display_url(self.base_url))
         self._sleep: SleepFn = sleep or asyncio.sleep
-        self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_seconds),
-            limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
-        )
+        # A caller's client is used as is (and left open); otherwise small pools of our own (see lib/http_pool).
+        self._given_http = http_client
+        self._pool = None if http_client else ShardedAsyncClient(max_concurrency, timeout=timeout_seconds)
 
     @classmethod
     def from_model_config(
@@ -157,7 +156,8 @@ class ChatClient:
 
     async def _send(self, method: str, url: str, *, model: str | None, **kwargs: Any) -> httpx.Response:
         # send_with_retries only calls build_request and send, which _ObservedHttp provides.
-        observed = cast(httpx.AsyncClient, _ObservedHttp(self._http, self.limiter, self.retry.max_delay))
+        http = self._given_http or cast(ShardedAsyncClient, self._pool).next()
+        observed = cast(httpx.AsyncClient, _ObservedHttp(http, self.limiter, self.retry.max_delay))
         try:
             return await send_with_retries(
                 observed,
@@ -275,8 +275,8 @@ class ChatClient:
             ) from None
 
     async def aclose(self) -> None:
-        if self._owns_http:
-            await self._http.aclose()
+        if self._pool is not None:
+            await self._pool.aclose()
 
     async def __aenter__(self) -> ChatClient:
         return self

@@ -144,6 +144,14 @@ class ReferenceBook:
             self._added[key] = reference
         return reference
 
+    def find_known(self, instruction: str) -> TaskReference | None:
+        """An exact match among the tasks already indexed: no file is read, so callers need no thread."""
+        key = normalise_instruction(instruction)
+        if not key:
+            return None
+        with self._lock:
+            return self._find(key)
+
     def lookup(self, instruction: str) -> TaskReference | None:
         key = normalise_instruction(instruction)
         if not key:
@@ -420,13 +428,12 @@ def create_sim_app(
 
     async def chat_completions(request: Request) -> JSONResponse:
         try:
-            payload = json.loads(await request.body())
-        except ValueError:
-            return _openai_error(400, "request body is not valid JSON")
-        try:
-            chat = ChatRequest.model_validate(payload)
+            # Parsed and validated in one pass by pydantic-core: requests carry the whole conversation.
+            chat = ChatRequest.model_validate_json(await request.body())
         except ValidationError as exc:
             first = exc.errors()[0]
+            if first["type"] == "json_invalid":
+                return _openai_error(400, "request body is not valid JSON")
             loc = ".".join(str(p) for p in first["loc"]) or "<root>"
             return _openai_error(400, f"invalid request: {loc}: {first['msg']}")
         persona = extra.get(chat.model)
@@ -438,7 +445,8 @@ def create_sim_app(
         instruction = chat.first_user_content()
         if instruction is None:
             return _openai_error(400, "messages must contain a user message (the task instruction)")
-        reference = await run_in_threadpool(book.lookup, instruction)
+        # A known task is a dictionary hit; only a miss may re-scan the catalog's files, off the event loop.
+        reference = book.find_known(instruction) or await run_in_threadpool(book.lookup, instruction)
         reply = _reply(chat, reference, noise=noise, instruction=normalise_instruction(instruction))
         return JSONResponse(reply)
 

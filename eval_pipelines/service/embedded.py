@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from eval_pipelines.clients.backend import ProgressCallback
+from eval_pipelines.lib import aio
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.runs import Rollout, Run, RunLaunchRequest
@@ -47,7 +47,7 @@ class EmbeddedEvaluationService:
         timeout_seconds: float,
         progress: ProgressCallback | None = None,
     ) -> Run:
-        return asyncio.run(
+        return aio.run(
             self.executor.execute(
                 run_id,
                 request.model_config_,

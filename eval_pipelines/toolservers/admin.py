@@ -7,7 +7,10 @@ from typing import Any
 
 import httpx
 
+from eval_pipelines.lib.http_pool import ShardedAsyncClient
+
 DEFAULT_TIMEOUT_SECONDS = 10.0
+DEFAULT_MAX_CONNECTIONS = 100
 
 
 class WorkspaceError(Exception):
@@ -31,25 +34,37 @@ def _detail(response: httpx.Response) -> str:
 
 class ToolServerAdmin:
     """Async client the rollout engine uses around a rollout. Pass a shared `httpx.AsyncClient` to reuse
-    connections across rollouts; otherwise one is created lazily and closed by `aclose()`."""
+    connections across rollouts; otherwise a sharded pool of `max_connections` is created lazily and closed
+    by `aclose()`.
+
+    `http_client()` hands out a client of that pool: the engine gives one to every rollout's environment too,
+    so all tool-server traffic of a run shares warm connections (a client per rollout cost a TLS context and
+    fresh connections each). `max_connections` should cover the rollouts that run at once.
+    """
 
     def __init__(
-        self, client: httpx.AsyncClient | None = None, timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+        self,
+        client: httpx.AsyncClient | None = None,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self._client = client
-        self._owns_client = client is None
+        self._pool: ShardedAsyncClient | None = None
         self.timeout_seconds = timeout_seconds
+        self.max_connections = max_connections
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout_seconds)
-        return self._client
+    def http_client(self) -> httpx.AsyncClient:
+        if self._client is not None:
+            return self._client
+        if self._pool is None:
+            self._pool = ShardedAsyncClient(self.max_connections, timeout=self.timeout_seconds)
+        return self._pool.next()
 
     async def _request(
         self, method: str, url: str, action: str, server: str, json: Any = None, expected: tuple[int, ...] = (200,)
     ) -> Any:
         try:
-            response = await self._http().request(method, url, json=json, timeout=self.timeout_seconds)
+            response = await self.http_client().request(method, url, json=json, timeout=self.timeout_seconds)
         except httpx.TimeoutException as exc:
             raise WorkspaceError(
                 f"tool server {server}: {action} timed out after {self.timeout_seconds:g}s", server_url=server
@@ -75,6 +90,14 @@ class ToolServerAdmin:
 
     async def create_workspace(self, server_base_url: str, seed: list[Any], workspace_id: str | None = None) -> str:
         """Create and seed a workspace; return its full tool_server_url (`<base>/workspaces/<id>`)."""
+        url, _ = await self.create_seeded_workspace(server_base_url, seed, workspace_id)
+        return url
+
+    async def create_seeded_workspace(
+        self, server_base_url: str, seed: list[Any], workspace_id: str | None = None
+    ) -> tuple[str, dict[str, Any] | None]:
+        """`create_workspace`, plus the seeded state when the server answers with it (the built-in ones do),
+        so a rollout's initial snapshot costs no further request; None asks the caller to snapshot."""
         base = server_base_url.rstrip("/")
         payload: dict[str, Any] = {"seed": seed}
         if workspace_id is not None:
@@ -85,12 +108,18 @@ class ToolServerAdmin:
         path = body.get("path") if isinstance(body, dict) else None
         if not isinstance(path, str) or not path.startswith("/"):
             raise WorkspaceError(f"tool server {base}: create workspace returned no workspace path", server_url=base)
-        return f"{base}{path}"
+        state = body.get("state")
+        return f"{base}{path}", state if isinstance(state, dict) else None
 
-    async def seed(self, tool_server_url: str, seed: list[Any]) -> None:
-        """Load more seed files into an existing workspace (merged with what it already holds)."""
+    async def seed(self, tool_server_url: str, seed: list[Any]) -> dict[str, Any] | None:
+        """Load more seed files into an existing workspace (merged with what it already holds).
+
+        Returns the workspace's state afterwards when the server includes it (the built-in ones do), else None.
+        """
         url = tool_server_url.rstrip("/")
-        await self._request("POST", f"{url}/seed", "seed workspace", url, json={"seed": seed})
+        body = await self._request("POST", f"{url}/seed", "seed workspace", url, json={"seed": seed})
+        state = body.get("state") if isinstance(body, dict) else None
+        return state if isinstance(state, dict) else None
 
     async def configure(self, tool_server_url: str, settings: dict[str, Any]) -> dict[str, Any]:
         """Set a workspace's runtime settings (e.g. `{"npc_model": {...}}`). The server keeps them in memory
@@ -114,9 +143,9 @@ class ToolServerAdmin:
         await self._request("DELETE", url, "delete workspace", url)
 
     async def aclose(self) -> None:
-        if self._owns_client and self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._pool is not None:
+            await self._pool.aclose()
+            self._pool = None
 
     async def __aenter__(self) -> ToolServerAdmin:
         return self

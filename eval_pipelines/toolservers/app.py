@@ -242,10 +242,9 @@ def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORK
     async def create_workspace(request: CreateWorkspaceRequest | None = None) -> JSONResponse:
         body = request or CreateWorkspaceRequest()
         workspace = store.create(body.workspace_id, body.seed)
-        return JSONResponse(
-            status_code=201,
-            content={"workspace_id": workspace.workspace_id, "path": f"/workspaces/{workspace.workspace_id}"},
-        )
+        # With the seeded state, a rollout's initial snapshot needs no request of its own.
+        content = {"workspace_id": workspace.workspace_id, "path": f"/workspaces/{workspace.workspace_id}"}
+        return JSONResponse(status_code=201, content={**content, "state": workspace.state})
 
     @app.delete("/workspaces/{workspace_id}")
     async def delete_workspace(workspace_id: str) -> dict[str, Any]:
@@ -259,7 +258,8 @@ def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORK
         workspace = workspace_or_404(workspace_id)
         async with workspace.lock:
             store.seed(workspace, request.seed)
-        return {"workspace_id": workspace_id, "seeded_files": len(request.seed)}
+            # The seeded state is the rollout's initial snapshot: answering with it saves the engine a request.
+            return {"workspace_id": workspace_id, "seeded_files": len(request.seed), "state": workspace.state}
 
     @app.post("/workspaces/{workspace_id}/configure")
     async def configure_workspace(workspace_id: str, request: Request) -> dict[str, Any]:

@@ -208,12 +208,13 @@ async def test_lost_final_snapshot_is_an_infrastructure_error_not_a_verdict(
 @pytest.mark.parametrize(
     ("route", "fault", "status", "reason", "message"),
     [
-        ("seed", Fault.HTTP_500, RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, "seed workspace"),
-        ("snapshot", Fault.INVALID_JSON, RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, "non-JSON"),
+        # The seed travels with the create, and the create's answer carries the initial state.
+        ("create", Fault.HTTP_500, RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, "create"),
+        ("create", Fault.INVALID_JSON, RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, "non-JSON"),
         ("tools", Fault.INVALID_JSON, RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, "invalid JSON"),
         ("tools", Fault.HTTP_500, RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, "answered 500"),
     ],
-    ids=["seed_500", "initial_snapshot_invalid_json", "tool_listing_invalid_json", "tool_listing_500"],
+    ids=["create_500", "create_invalid_json", "tool_listing_invalid_json", "tool_listing_500"],
 )
 async def test_provisioning_and_listing_faults_are_labelled(
     route: str,

@@ -1,0 +1,40 @@
+"""aio.run: uvloop when installed, and the startup freeze is undone when the run ends."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import pytest
+
+from eval_pipelines.lib import aio
+
+
+def test_runs_on_uvloop_when_installed() -> None:
+    pytest.importorskip("uvloop")
+
+    async def loop_module() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    assert aio.run(loop_module()).startswith("uvloop")
+
+
+def test_objects_are_frozen_only_while_the_run_lasts() -> None:
+    before = gc.get_freeze_count()
+
+    async def frozen_during() -> int:
+        return gc.get_freeze_count()
+
+    assert aio.run(frozen_during()) > before
+    assert gc.get_freeze_count() == before
+
+
+def test_an_exception_still_unfreezes() -> None:
+    before = gc.get_freeze_count()
+
+    async def fail() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        aio.run(fail())
+    assert gc.get_freeze_count() == before
