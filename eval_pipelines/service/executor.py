@@ -8,16 +8,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, RolloutSpec
+from eval_pipelines.lib.slots import SlotPool
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
@@ -36,9 +38,9 @@ from eval_pipelines.schemas.runs import (
     TerminationReason,
 )
 from eval_pipelines.schemas.scenarios import NpcProfile, Task
-from eval_pipelines.service.runtime import LocalRuntime
-from eval_pipelines.service.store import NewRollout, Runner, RunStore
-from eval_pipelines.toolservers.admin import ToolServerAdmin
+from eval_pipelines.service.store import NewRollout, ProgressEvent, Runner, RunStore
+from eval_pipelines.service.workers import WorkerJob, WorkerProcess, rollout_workers, split_parallel
+from eval_pipelines.toolservers.admin import DEFAULT_MAX_CONNECTIONS, ToolServerAdmin
 from eval_pipelines.verifiers.loader import VerifierPackage, load_verifier_package
 
 logger = logging.getLogger(__name__)
@@ -49,6 +51,10 @@ DEFAULT_ROLLOUT_TIMEOUT = 300.0
 DEFAULT_MAX_ROLLOUTS_PER_RUN = 10_000
 #: How often an executing run looks for a cancel request made by another process.
 CANCEL_POLL_SECONDS = 1.0
+#: How often a run spread over worker processes reports the rollouts they finished.
+PROGRESS_POLL_SECONDS = 0.5
+#: How long a rollout's phase and step events may wait in memory before they are written.
+PROGRESS_FLUSH_SECONDS = 0.25
 
 
 class NotFound(LookupError):
@@ -92,18 +98,46 @@ def npc_profiles_of(scenario: ScenarioFiles, task: Task) -> tuple[NpcProfile, ..
     return tuple(full.get(p.profile_id, p) for p in task.npc_profiles)
 
 
-class RollingObserver:
-    """Writes the engine's phases and steps to the store as status events."""
+class ToolRuntime(Protocol):
+    """Where a run's tool servers listen and how its model configs are resolved (`LocalRuntime`, or a
+    rollout worker's copy of its parent's)."""
 
-    def __init__(self, store: RunStore, rollout_id: str) -> None:
+    def start(self) -> object: ...
+
+    def tool_server_urls(self) -> dict[str, str]: ...
+
+    def resolve(self, config: ModelConfig) -> ModelConfig: ...
+
+
+class ProgressBuffer:
+    """Phase and step events of this process's rollouts, written together: one transaction per flush instead
+    of one per event keeps the store's write lock (shared with worker processes) off the rollouts' path.
+    Each event keeps the time it happened; readers see it within `PROGRESS_FLUSH_SECONDS`."""
+
+    def __init__(self, store: RunStore) -> None:
         self.store = store
+        self._events: list[ProgressEvent] = []
+
+    def add(self, event: ProgressEvent) -> None:
+        self._events.append(event)
+
+    def flush(self) -> None:
+        events, self._events = self._events, []
+        self.store.record_progress(events)
+
+
+class RollingObserver:
+    """Records the engine's phases and steps as status events (through the process's `ProgressBuffer`)."""
+
+    def __init__(self, progress: ProgressBuffer, rollout_id: str) -> None:
+        self.progress = progress
         self.rollout_id = rollout_id
 
     def phase(self, phase: RolloutPhase, detail: str | None = None) -> None:
-        self.store.set_phase(self.rollout_id, phase, detail)
+        self.progress.add(ProgressEvent.of_phase(self.rollout_id, phase, detail))
 
     def step(self, steps_taken: int) -> None:
-        self.store.set_step(self.rollout_id, steps_taken)
+        self.progress.add(ProgressEvent.of_step(self.rollout_id, steps_taken))
 
 
 class RunExecutor:
@@ -111,12 +145,15 @@ class RunExecutor:
         self,
         store: RunStore,
         catalog: ScenarioCatalog,
-        runtime: LocalRuntime,
+        runtime: ToolRuntime,
         artifacts_dir: Path,
         *,
         max_rollouts_per_run: int = DEFAULT_MAX_ROLLOUTS_PER_RUN,
+        workers: int | None = None,
     ) -> None:
         self.store = store
+        #: processes a run's rollouts are spread over; None decides by max_parallel (see service/workers.py).
+        self.workers = workers
         self.max_rollouts_per_run = max_rollouts_per_run
         self.catalog = catalog
         self.runtime = runtime
@@ -236,18 +273,110 @@ class RunExecutor:
         """Execute every pending rollout of the run, at most `max_parallel` at once, and return the run.
 
         `user_model_config` plays the tasks' simulated users; the configs carry keys, so they are passed in
-        (the store holds only their key-less echo).
+        (the store holds only their key-less echo). At high `max_parallel` the rollouts are spread over
+        worker processes (see service/workers.py); `on_rollout_done` still hears of every one, here.
         """
         run = self.store.get_run(run_id)
         if run is None:
             raise NotFound(f"run {run_id!r} not found")
         request = self.store.run_request(run_id) or {}
-        overrides = {k: TaskOverride.model_validate(v) for k, v in (request.get("task_overrides") or {}).items()}
         parallel = max_parallel or request.get("max_parallel") or DEFAULT_MAX_PARALLEL
-        scenario = self.scenario(run.scenario_id)
-        package = self._package(scenario)
         resolved = self.runtime.resolve(model_config)
         resolved_user = None if user_model_config is None else self.runtime.resolve(user_model_config)
+        shares = split_parallel(parallel, rollout_workers(parallel, self.workers))
+        if len(shares) == 1:
+            await self.execute_share(
+                run, request, resolved, resolved_user, SlotPool(parallel), timeout_seconds, on_rollout_done
+            )
+        else:
+            await self._execute_spread(run, request, resolved, resolved_user, shares, timeout_seconds, on_rollout_done)
+        final = self.store.get_run(run_id)
+        assert final is not None
+        return final
+
+    async def _execute_spread(
+        self,
+        run: Run,
+        request: dict[str, Any],
+        model_config: ModelConfig,
+        user_model_config: ModelConfig | None,
+        shares: list[int],
+        timeout_seconds: float,
+        on_rollout_done: Callable[[Rollout], None] | None,
+    ) -> None:
+        """One worker process per share after the first. This process starts with every slot and hands each
+        worker its share once the worker is ready, so start-up costs no concurrency and the total never
+        exceeds the run's `max_parallel`."""
+        reported: set[str] = set()
+
+        def report(rollout: Rollout) -> None:
+            if rollout.rollout_id not in reported:
+                reported.add(rollout.rollout_id)
+                if on_rollout_done is not None:
+                    on_rollout_done(rollout)
+
+        def report_finished() -> None:
+            for rollout in self.store.finished_rollouts(run.run_id, exclude=reported):
+                report(rollout)
+
+        async def report_workers_progress() -> None:
+            while True:
+                await asyncio.sleep(PROGRESS_POLL_SECONDS)
+                report_finished()
+
+        slots = SlotPool(sum(shares))
+
+        async def hand_over_when_ready(worker: WorkerProcess, share: int) -> None:
+            if await worker.ready():
+                slots.hand_over(share, worker.grant)
+
+        urls = self.runtime.tool_server_urls()
+        workers: list[WorkerProcess] = []
+        background: list[asyncio.Task[None]] = []
+        if on_rollout_done is not None:
+            background.append(asyncio.create_task(report_workers_progress()))
+        try:
+            for share in shares[1:]:
+                job = WorkerJob(self.store.path, self.artifacts_dir, self.catalog.root, run.run_id, model_config,
+                                user_model_config, share, timeout_seconds, urls, os.getpid())  # fmt: skip
+                worker = await WorkerProcess.start(job)
+                workers.append(worker)
+                background.append(asyncio.create_task(hand_over_when_ready(worker, share)))
+            await self.execute_share(run, request, model_config, user_model_config, slots, timeout_seconds, report)
+            for worker in workers:
+                worker.no_more_grants()  # this process is done: each worker may use its whole share now
+            for worker, code in zip(workers, await asyncio.gather(*(w.wait() for w in workers)), strict=True):
+                if code != 0:
+                    logger.warning("run %s: rollout worker %d exited with status %d", run.run_id, worker.pid, code)
+        finally:
+            for worker in workers:
+                await worker.terminate()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            # A worker that died mid-rollout left it running: fail it with the reason (a resume re-queues it).
+            if interrupted := self.store.fail_interrupted(run_id=run.run_id):
+                logger.warning("run %s: %d rollouts failed with their worker process", run.run_id, interrupted)
+            if on_rollout_done is not None:
+                report_finished()
+
+    async def execute_share(
+        self,
+        run: Run,
+        request: dict[str, Any],
+        resolved: ModelConfig,
+        resolved_user: ModelConfig | None,
+        slots: SlotPool,
+        timeout_seconds: float,
+        on_rollout_done: Callable[[Rollout], None] | None,
+    ) -> None:
+        """Run pending rollouts of the run in this process, each holding one of `slots` (a worker process's
+        slots arrive from its parent). Another process may claim some of them first: those are skipped."""
+        run_id = run.run_id
+        parallel = max(slots.capacity, 1)
+        overrides = {k: TaskOverride.model_validate(v) for k, v in (request.get("task_overrides") or {}).items()}
+        scenario = self.scenario(run.scenario_id)
+        package = self._package(scenario)
         agent_path = request.get("agent")
         urls = self.runtime.tool_server_urls()
         cancel = asyncio.Event()
@@ -255,14 +384,14 @@ class RunExecutor:
             cancel.set()
         self._cancel_events[run_id] = cancel
         clients = ChatClientPool(max_concurrency=parallel)
-        admin = ToolServerAdmin()
-        engine = RolloutEngine(clients, admin)
-        semaphore = asyncio.Semaphore(parallel)
+        admin = ToolServerAdmin(max_connections=max(parallel, DEFAULT_MAX_CONNECTIONS))
+        engine = RolloutEngine(clients, admin, background_cleanup=True)
 
         ceiling = request.get("max_cost_usd")
+        progress = ProgressBuffer(self.store)
 
         async def one(rollout: Rollout) -> None:
-            async with semaphore:
+            async with slots:
                 if cancel.is_set():
                     return
                 if ceiling is not None and (spent := self.store.run_cost_usd(run_id)) >= ceiling:
@@ -300,7 +429,7 @@ class RunExecutor:
                         npc_profiles=npc_profiles_of(scenario, task),
                     )
                     try:
-                        outcome = await engine.execute(spec, RollingObserver(self.store, rollout.rollout_id), cancel)
+                        outcome = await engine.execute(spec, RollingObserver(progress, rollout.rollout_id), cancel)
                     except Exception as exc:  # an engine bug must cost one rollout, not the run
                         logger.exception("rollout %s crashed in the engine", rollout.rollout_id)
                         outcome = _failed_outcome(
@@ -324,6 +453,7 @@ class RunExecutor:
                         f"could not write artifacts to {target}: {exc.strerror or exc}",
                     )
                     path = None
+                progress.flush()  # the rollout's last phases land before its final status
                 self.store.finish(
                     rollout.rollout_id,
                     outcome.status,
@@ -342,20 +472,27 @@ class RunExecutor:
                 if self.store.cancel_requested(run_id):
                     cancel.set()
 
+        async def flush_progress() -> None:
+            while True:
+                await asyncio.sleep(PROGRESS_FLUSH_SECONDS)
+                progress.flush()
+
         watcher = asyncio.create_task(watch_for_cancel_request())
+        flusher = asyncio.create_task(flush_progress())
         try:
             await asyncio.gather(*(one(r) for r in self.store.pending_rollouts(run_id)))
         finally:
             watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            flusher.cancel()
+            for task in (watcher, flusher):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            progress.flush()
+            await engine.drain()
             await clients.aclose()
             await admin.aclose()
             if self._cancel_events.get(run_id) is cancel:
                 del self._cancel_events[run_id]
-        final = self.store.get_run(run_id)
-        assert final is not None
-        return final
 
     def load_artifacts(self, rollout_id: str) -> RunArtifacts:
         """Artifacts of a finished rollout; NotFound while it is unknown or still in progress."""

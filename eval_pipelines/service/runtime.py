@@ -15,7 +15,7 @@ from eval_pipelines.platform.simulated import PLATFORM_PERSONAS
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.sweep import SIMULATED_BASE_URL
-from eval_pipelines.toolservers.host import BUILTIN_SERVERS, ToolServerHost
+from eval_pipelines.toolservers.host import BUILTIN_SERVERS, ToolServerProcess
 
 
 def simulated_personas() -> dict[str, SimPersona]:
@@ -25,36 +25,56 @@ def simulated_personas() -> dict[str, SimPersona]:
     return {SIM_NPC: sim_npc_persona, SIM_JUDGE: sim_judge_persona, SIM_TASKGEN: taskgen_persona, **PLATFORM_PERSONAS}
 
 
+_tool_host: ToolServerProcess | None = None
+_tool_host_lock = threading.Lock()
+
+
+def shared_tool_host() -> ToolServerProcess:
+    """The built-in tool servers, in one child process per process, shared by every runtime (they hold no
+    catalog state: each rollout brings its own workspace and seed); stopped at interpreter exit. If that
+    process died, the next caller gets a new one (a long-lived service keeps working; the rollouts that were
+    using it end as infrastructure or workspace errors)."""
+    global _tool_host
+    with _tool_host_lock:
+        if _tool_host is not None and not _tool_host.is_alive():
+            _tool_host.stop()
+            _tool_host = None
+        if _tool_host is None:
+            host = ToolServerProcess(list(BUILTIN_SERVERS)).start()
+            atexit.register(host.stop)
+            _tool_host = host
+        return _tool_host
+
+
 class LocalRuntime:
     def __init__(self, catalog: ScenarioCatalog) -> None:
         self.catalog = catalog
-        self._tool_host: ToolServerHost | None = None
         self._sim: BackgroundServer | None = None
         self._lock = threading.Lock()
 
     def start(self) -> LocalRuntime:
+        shared_tool_host()
         with self._lock:
-            if self._tool_host is None:
-                self._tool_host = ToolServerHost(list(BUILTIN_SERVERS))
-                self._tool_host.start()
             if self._sim is None:
                 app = create_sim_app(ReferenceBook.from_catalog(self.catalog), personas=simulated_personas())
                 self._sim = BackgroundServer(app).start()
         return self
 
     def stop(self) -> None:
+        """Stop this runtime's simulated models (the tool servers are shared, and stop at interpreter exit)."""
         with self._lock:
-            if self._tool_host is not None:
-                self._tool_host.stop()
-                self._tool_host = None
             if self._sim is not None:
                 self._sim.stop()
                 self._sim = None
 
     def tool_server_urls(self) -> dict[str, str]:
-        host = self.start()._tool_host
-        assert host is not None
+        host = shared_tool_host()
         return {name: host.base_url(name) for name in BUILTIN_SERVERS}
+
+    @property
+    def tool_host_pid(self) -> int | None:
+        """The process serving the built-in tool servers (benchmarks add its CPU to the rollouts')."""
+        return shared_tool_host().pid
 
     @property
     def simulated_base_url(self) -> str:

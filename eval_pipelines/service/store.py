@@ -154,6 +154,25 @@ class DuplicateRunName(ValueError):
 
 
 @dataclass(frozen=True)
+class ProgressEvent:
+    """A rollout entered a phase, or (step set) its agent finished a step; `at` is when it happened."""
+
+    rollout_id: str
+    phase: RolloutPhase
+    detail: str | None
+    at: str
+    step: int | None = None
+
+    @classmethod
+    def of_phase(cls, rollout_id: str, phase: RolloutPhase, detail: str | None = None) -> ProgressEvent:
+        return cls(rollout_id, phase, detail, utc_now_iso())
+
+    @classmethod
+    def of_step(cls, rollout_id: str, step: int) -> ProgressEvent:
+        return cls(rollout_id, RolloutPhase.AGENT_RUNNING, f"step {step}", utc_now_iso(), step)
+
+
+@dataclass(frozen=True)
 class NewRollout:
     rollout_id: str
     task_id: str
@@ -395,22 +414,29 @@ class RunStore(SqliteDatabase):
         return bool(changed)
 
     def set_phase(self, rollout_id: str, phase: RolloutPhase, detail: str | None = None) -> None:
-        now = utc_now_iso()
-        with self._tx() as db:
-            step = 0 if phase == RolloutPhase.AGENT_RUNNING else None
-            db.execute(
-                "update rollouts set phase = ?, current_step = ? where rollout_id = ? and status = 'running'",
-                (phase.value, step, rollout_id),
-            )
-            self._append_event(db, rollout_id, f"phase:{phase.value}", detail, now)
+        self.record_progress([ProgressEvent.of_phase(rollout_id, phase, detail)])
 
     def set_step(self, rollout_id: str, step: int) -> None:
-        now = utc_now_iso()
+        self.record_progress([ProgressEvent.of_step(rollout_id, step)])
+
+    def record_progress(self, events: list[ProgressEvent]) -> None:
+        """Apply phase and step events, in order, in one transaction (an executor batches its rollouts')."""
+        if not events:
+            return
         with self._tx() as db:
-            db.execute(
-                "update rollouts set current_step = ? where rollout_id = ? and status = 'running'", (step, rollout_id)
-            )
-            self._append_event(db, rollout_id, f"phase:{RolloutPhase.AGENT_RUNNING.value}", f"step {step}", now)
+            for event in events:
+                if event.step is not None:
+                    db.execute(
+                        "update rollouts set current_step = ? where rollout_id = ? and status = 'running'",
+                        (event.step, event.rollout_id),
+                    )
+                else:
+                    step = 0 if event.phase == RolloutPhase.AGENT_RUNNING else None
+                    db.execute(
+                        "update rollouts set phase = ?, current_step = ? where rollout_id = ? and status = 'running'",
+                        (event.phase.value, step, event.rollout_id),
+                    )
+                self._append_event(db, event.rollout_id, f"phase:{event.phase.value}", event.detail, event.at)
 
     def finish(
         self,
@@ -457,6 +483,20 @@ class RunStore(SqliteDatabase):
                     self._append_event(db, rid, RolloutStatus.FAILED.value, message, now)
                     count += 1
         return count
+
+    def finished_rollouts(self, run_id: str, exclude: set[str] | frozenset[str] = frozenset()) -> list[Rollout]:
+        """The run's rollouts in a terminal status, except those in `exclude` (the ones already reported)."""
+        rows = (
+            self._conn()
+            .execute(
+                "select rollout_id from rollouts where run_id = ? and status not in ('pending', 'running')"
+                " order by rollout_id",
+                (run_id,),
+            )
+            .fetchall()
+        )
+        found = (self.get_rollout(row["rollout_id"]) for row in rows if row["rollout_id"] not in exclude)
+        return [rollout for rollout in found if rollout is not None]
 
     def pending_rollouts(self, run_id: str) -> list[Rollout]:
         return self.list_rollouts(run_id=run_id, status=RolloutStatus.PENDING.value)

@@ -1,10 +1,20 @@
-"""Serve several built-in tool servers from one loopback port, each mounted under `/<name>`."""
+"""Serve several built-in tool servers from one loopback port, each mounted under `/<name>`: on a thread of
+this process (`ToolServerHost`) or in a child process of their own (`ToolServerProcess`)."""
 
 from __future__ import annotations
 
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterable
 from types import TracebackType
 
+import httpx
+import uvicorn
 from fastapi import FastAPI
 
 from eval_pipelines.lib.serving import BackgroundServer
@@ -12,7 +22,7 @@ from eval_pipelines.toolservers.app import DEFAULT_MAX_WORKSPACES, create_app
 from eval_pipelines.toolservers.base import BuiltinToolServer
 from eval_pipelines.toolservers.registry import BUILTIN_SERVERS
 
-__all__ = ["BUILTIN_SERVERS", "ToolServerHost", "build_host_app"]
+__all__ = ["BUILTIN_SERVERS", "ToolServerHost", "ToolServerProcess", "build_host_app"]
 
 
 def build_host_app(servers: dict[str, BuiltinToolServer], max_workspaces: int = DEFAULT_MAX_WORKSPACES) -> FastAPI:
@@ -29,6 +39,16 @@ def build_host_app(servers: dict[str, BuiltinToolServer], max_workspaces: int = 
     return root
 
 
+def _checked_names(servers: Iterable[str]) -> list[str]:
+    names = list(dict.fromkeys(servers))
+    unknown = [n for n in names if n not in BUILTIN_SERVERS]
+    if unknown:
+        raise ValueError(f"unknown built-in tool server(s) {unknown}; available: {sorted(BUILTIN_SERVERS)}")
+    if not names:
+        raise ValueError("a tool server host needs at least one tool server")
+    return names
+
+
 class ToolServerHost:
     """`with ToolServerHost(["email"]) as host: host.base_url("email")` -> `http://127.0.0.1:PORT/email`.
 
@@ -43,12 +63,7 @@ class ToolServerHost:
         port: int | None = None,
         max_workspaces: int = DEFAULT_MAX_WORKSPACES,
     ) -> None:
-        names = list(dict.fromkeys(servers))
-        unknown = [n for n in names if n not in BUILTIN_SERVERS]
-        if unknown:
-            raise ValueError(f"unknown built-in tool server(s) {unknown}; available: {sorted(BUILTIN_SERVERS)}")
-        if not names:
-            raise ValueError("ToolServerHost needs at least one tool server")
+        names = _checked_names(servers)
         self.servers: dict[str, BuiltinToolServer] = {name: BUILTIN_SERVERS[name]() for name in names}
         self.app = build_host_app(self.servers, max_workspaces=max_workspaces)
         self._server = BackgroundServer(self.app, host=host, port=port)
@@ -81,3 +96,131 @@ class ToolServerHost:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+#: How often a child host checks that the process that started it is still alive.
+PARENT_WATCH_SECONDS = 1.0
+
+
+class ToolServerProcess:
+    """The same host in a child process: `with ToolServerProcess(["email"]) as host: host.base_url("email")`.
+
+    Tool servers then use a core of their own instead of sharing this process's interpreter lock with the
+    rollouts that call them (at 50 concurrent rollouts that contention, not the model, was the bottleneck).
+    The port is bound here and handed to the child as a file descriptor, so there is no race for it and
+    requests made before the child is ready simply wait. The child exits when this process does, even
+    when this one is killed.
+    """
+
+    def __init__(
+        self,
+        servers: Iterable[str] = ("email",),
+        host: str = "127.0.0.1",
+        max_workspaces: int = DEFAULT_MAX_WORKSPACES,
+        startup_timeout: float = 60.0,
+    ) -> None:
+        self.names = _checked_names(servers)
+        self.host = host
+        self.max_workspaces = max_workspaces
+        self.startup_timeout = startup_timeout
+        self._socket: socket.socket | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def is_alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def base_url(self, name: str) -> str:
+        if name not in self.names:
+            raise KeyError(f"tool server {name!r} is not hosted here; hosted: {sorted(self.names)}")
+        if self._process is None:
+            raise RuntimeError("ToolServerProcess is not started; call start() first")
+        return f"{self.url}/{name}"
+
+    def start(self) -> ToolServerProcess:
+        if self._process is not None:
+            return self
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.host, 0))
+        listener.listen(1024)
+        self._socket = listener
+        self.port = int(listener.getsockname()[1])
+        command = [sys.executable, "-m", "eval_pipelines.toolservers", "--fd", str(listener.fileno()),
+                   "--servers", ",".join(self.names), "--max-workspaces", str(self.max_workspaces),
+                   "--parent-pid", str(os.getpid())]  # fmt: skip
+        self._process = subprocess.Popen(command, pass_fds=(listener.fileno(),), stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                self.stop()
+                raise RuntimeError(f"the tool server process exited during startup (status {code})")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"the tool server process did not answer within {self.startup_timeout:g}s")
+            time.sleep(0.05)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout)
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    def __enter__(self) -> ToolServerProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _serve(fd: int, names: list[str], max_workspaces: int, parent_pid: int) -> None:
+    """The child's body: serve on the inherited socket until SIGTERM or until the parent is gone."""
+    app = build_host_app({name: BUILTIN_SERVERS[name]() for name in names}, max_workspaces=max_workspaces)
+    # Not uvicorn's `fd=`: it wraps the descriptor as a Unix socket, so accepted TCP connections miss
+    # TCP_NODELAY and every response waits out the client's delayed ACK (~40 ms a request).
+    listener = socket.socket(fileno=fd)
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_keep_alive=30)
+    )
+
+    def watch_parent() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_WATCH_SECONDS)
+        server.should_exit = True
+
+    threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
+    server.run(sockets=[listener])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="serve built-in tool servers on an inherited socket")
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--servers", required=True, help="comma-separated built-in server names")
+    parser.add_argument("--max-workspaces", type=int, default=DEFAULT_MAX_WORKSPACES)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    args = parser.parse_args(argv)
+    _serve(args.fd, _checked_names(args.servers.split(",")), args.max_workspaces, args.parent_pid)
+    return 0

@@ -1,0 +1,230 @@
+"""Rollout worker processes: a run spread over processes runs each rollout once, within max_parallel, hears of
+every rollout, survives a worker's death, and hands the worker its key over a pipe only."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eval_pipelines.lib.serving import BackgroundServer
+from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
+from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.runs import Rollout, RolloutStatus, RunLaunchRequest, TerminationReason
+from eval_pipelines.service.embedded import EmbeddedEvaluationService, service_paths
+from eval_pipelines.service.workers import (
+    WORKERS_ENV,
+    WorkerJob,
+    rollout_workers,
+    split_parallel,
+)
+
+SCENARIO = "email_ops:1.0.0"
+CANARY = "sk-worker-canary-5d1e7a"
+MODEL_LATENCY_SECONDS = 0.15
+
+
+def _with_latency(app: Any, seconds: float) -> Any:
+    """A model endpoint that takes `seconds` per chat completion, so rollouts overlap."""
+
+    async def delayed(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and str(scope.get("path", "")).endswith("/chat/completions"):
+            await asyncio.sleep(seconds)
+        await app(scope, receive, send)
+
+    return delayed
+
+
+@pytest.fixture(scope="module")
+def slow_model() -> Iterator[str]:
+    book = ReferenceBook.from_catalog(ScenarioCatalog())
+    with BackgroundServer(_with_latency(create_sim_app(book), MODEL_LATENCY_SECONDS)) as server:
+        yield f"{server.url}/v1"
+
+
+def _request(url: str, tasks: int, rollout_count: int, max_parallel: int, name: str) -> RunLaunchRequest:
+    task_ids = sorted(ScenarioCatalog().get(SCENARIO).tasks())[:tasks]
+    return RunLaunchRequest.model_validate(
+        {
+            "scenario_id": SCENARIO,
+            "task_ids": task_ids,
+            "model_config": {"model": "sim-oracle", "provider": "custom", "base_url": url, "api_key": CANARY},
+            "rollout_count": rollout_count,
+            "max_parallel": max_parallel,
+            "run_name": name,
+        }
+    )
+
+
+def _rows(data_dir: Path, run_id: str) -> list[sqlite3.Row]:
+    db = sqlite3.connect(service_paths(data_dir)[0])
+    db.row_factory = sqlite3.Row
+    try:
+        return db.execute("select * from rollouts where run_id = ?", (run_id,)).fetchall()
+    finally:
+        db.close()
+
+
+def _running_events(data_dir: Path, run_id: str) -> dict[str, int]:
+    db = sqlite3.connect(service_paths(data_dir)[0])
+    try:
+        rows = db.execute(
+            "select e.rollout_id, count(*) from rollout_events e join rollouts r using (rollout_id)"
+            " where r.run_id = ? and e.status = 'running' group by e.rollout_id",
+            (run_id,),
+        ).fetchall()
+    finally:
+        db.close()
+    return dict(rows)
+
+
+def _peak_overlap(rows: list[sqlite3.Row]) -> int:
+    edges: list[tuple[float, int]] = []
+    for row in rows:
+        edges.append((dt.datetime.fromisoformat(row["started_at"]).timestamp(), 1))
+        edges.append((dt.datetime.fromisoformat(row["completed_at"]).timestamp(), -1))
+    peak = current = 0
+    for _, change in sorted(edges, key=lambda edge: (edge[0], edge[1])):
+        current += change
+        peak = max(peak, current)
+    return peak
+
+
+def _worker_children() -> list[int]:
+    """This process's rollout worker children, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[-1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if ppid == os.getpid() and b"eval_pipelines.service.workers" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_worker_count_follows_concurrency_cpus_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(WORKERS_ENV, raising=False)
+    monkeypatch.setattr("eval_pipelines.service.workers.available_cpus", lambda: 2)
+    assert [rollout_workers(p) for p in (1, 8, 31, 32, 50, 200)] == [1, 1, 1, 2, 2, 2]
+    assert rollout_workers(50, 3) == 3 and rollout_workers(2, 8) == 2  # never more processes than slots
+    monkeypatch.setenv(WORKERS_ENV, "1")
+    assert rollout_workers(200) == 1
+    monkeypatch.setenv(WORKERS_ENV, "two")
+    with pytest.raises(ValueError, match=f"{WORKERS_ENV} must be a whole number"):
+        rollout_workers(50)
+    monkeypatch.setenv(WORKERS_ENV, "0")
+    with pytest.raises(ValueError, match=f"{WORKERS_ENV} must be at least 1"):
+        rollout_workers(50)
+
+
+def test_slots_are_split_evenly_and_every_share_is_used() -> None:
+    assert split_parallel(50, 2) == [25, 25]
+    assert split_parallel(5, 2) == [3, 2]
+    assert split_parallel(7, 3) == [3, 2, 2]
+    assert sum(split_parallel(200, 3)) == 200
+
+
+def test_a_job_keeps_its_keys_on_the_wire_and_out_of_its_repr(tmp_path: Path) -> None:
+    config = ModelConfig(model="m", provider="custom", base_url="http://127.0.0.1:1/v1", api_key=CANARY)
+    job = WorkerJob(tmp_path / "s.sqlite3", tmp_path, tmp_path, "run_x", config, config, 3, 30.0,
+                    {"email": "http://127.0.0.1:2/email"}, 123)  # fmt: skip
+    assert CANARY not in repr(job)
+    back = WorkerJob.from_wire(job.to_wire())
+    assert back.model_config.reveal_api_key() == CANARY and back.user_model_config is not None
+    assert (back.max_parallel, back.tool_server_urls, back.parent_pid) == (3, job.tool_server_urls, 123)
+
+
+@pytest.mark.slow
+def test_a_spread_run_runs_each_rollout_once_within_max_parallel(tmp_path: Path, slow_model: str) -> None:
+    service = EmbeddedEvaluationService(tmp_path, ScenarioCatalog())
+    service.executor.workers = 2
+    request = _request(slow_model, tasks=6, rollout_count=2, max_parallel=4, name="spread")
+    run_id = service.launch_or_resume(request)
+    reported: list[Rollout] = []
+    seen_children: list[int] = []
+    exposed: list[str] = []
+
+    def watch() -> None:
+        # While the run lasts, the key must not be visible on a worker's command line or in its environment.
+        while not finished.is_set():
+            seen_children.extend(pid for pid in _worker_children() if pid not in seen_children)
+            for pid in seen_children:
+                for name in ("cmdline", "environ"):
+                    with contextlib.suppress(OSError):
+                        if CANARY.encode() in (Path(f"/proc/{pid}") / name).read_bytes():
+                            exposed.append(f"{pid}/{name}")
+            time.sleep(0.05)
+
+    finished = threading.Event()
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        run = service.complete_run(run_id, request, timeout_seconds=60, progress=reported.append)
+    finally:
+        finished.set()
+        watcher.join(10)
+
+    assert (run.total, run.completed) == (12, 12)
+    rollouts = service.list_rollouts(run_id)
+    assert all(r.status == RolloutStatus.COMPLETED and r.result and r.result.success for r in rollouts)
+    assert sorted(r.rollout_id for r in reported) == sorted(r.rollout_id for r in rollouts)  # each heard once
+    assert set(_running_events(tmp_path, run_id).values()) == {1}  # each claimed (and run) exactly once
+    rows = _rows(tmp_path, run_id)
+    assert os.getpid() in {row["runner_pid"] for row in rows} and len({row["runner_pid"] for row in rows}) == 2
+    assert seen_children, "no worker process was started"
+    assert exposed == []
+    assert _peak_overlap(rows) <= 4
+    assert not [path for path in tmp_path.rglob("*") if path.is_file() and CANARY.encode() in path.read_bytes()]
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_costs_only_its_rollouts(tmp_path: Path, slow_model: str) -> None:
+    service = EmbeddedEvaluationService(tmp_path, ScenarioCatalog())
+    service.executor.workers = 2
+    request = _request(slow_model, tasks=5, rollout_count=2, max_parallel=4, name="killed")
+    run_id = service.launch_or_resume(request)
+    killed: list[int] = []
+
+    def kill_a_busy_worker() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            busy = {row["runner_pid"] for row in _rows(tmp_path, run_id) if row["status"] == "running"}
+            victims = [pid for pid in _worker_children() if pid in busy]
+            if victims:
+                os.kill(victims[0], signal.SIGKILL)
+                killed.append(victims[0])
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_a_busy_worker)
+    killer.start()
+    run = service.complete_run(run_id, request, timeout_seconds=60)
+    killer.join(30)
+
+    assert killed, "no worker was seen running a rollout"
+    rows = _rows(tmp_path, run_id)
+    assert all(row["status"] in {"completed", "failed"} for row in rows)  # nothing left running or pending
+    lost = [row for row in rows if row["status"] == "failed"]
+    assert lost and all(row["runner_pid"] == killed[0] for row in lost)
+    assert {row["termination_reason"] for row in lost} == {TerminationReason.SERVER_RESTART.value}
+    assert run.completed == 10 - len(lost)
+
+    # A resume re-queues what the dead worker lost; the same run then completes in full.
+    assert service.launch_or_resume(request) == run_id
+    again = service.complete_run(run_id, request, timeout_seconds=60)
+    assert (again.total, again.completed) == (10, 10)
