@@ -67,6 +67,19 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def process_peak_rss_mib(pid: int) -> float:
+    """Peak resident set size (VmHWM) of a live process, MiB (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def children_peak_rss_mib() -> float:
+    """The largest peak RSS among this process's waited-for children (rollout workers), MiB."""
+    return round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+
+
 def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
@@ -178,13 +191,37 @@ def write_bench_scenario(
 # --- the model endpoint, in its own process ---------------------------------------------------------------------
 
 
+#: The endpoint's count of chat completions served, so a report can show each side really called it.
+COMPLETIONS_PATH = "/bench/chat-completions"
+
+
 def with_latency(app: AsgiApp, seconds: float) -> AsgiApp:
-    """Answer chat completions only after `seconds`, as a remote model would (other routes are immediate)."""
+    """Start each chat-completion response `seconds` after its request arrived, as a remote model with that
+    latency would: the simulated model's own work happens inside the latency, not on top of it (other routes
+    are immediate). Also counts the completions it served (`GET /bench/chat-completions`)."""
+    served = 0
 
     async def delayed(scope: Scope, receive: Receive, send: Send) -> None:
-        if seconds > 0 and scope["type"] == "http" and str(scope.get("path", "")).endswith("/chat/completions"):
-            await asyncio.sleep(seconds)
-        await app(scope, receive, send)
+        nonlocal served
+        path = str(scope.get("path", ""))
+        if scope["type"] == "http" and path == COMPLETIONS_PATH:
+            body = json.dumps({"chat_completions": served}).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        if not (scope["type"] == "http" and path.endswith("/chat/completions")):
+            await app(scope, receive, send)
+            return
+        served += 1
+        due = time.monotonic() + seconds
+
+        async def send_when_due(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start" and seconds > 0:
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+            await send(message)
+
+        await app(scope, receive, send_when_due)
 
     return delayed
 
@@ -247,6 +284,11 @@ class ModelEndpoint:
 
     def cpu_seconds(self) -> float:
         return process_cpu_seconds(self.pid)
+
+    def chat_completions(self) -> int:
+        """How many chat completions the endpoint has served so far."""
+        base = self.url.removesuffix("/v1")
+        return int(httpx.get(f"{base}{COMPLETIONS_PATH}", timeout=10.0).json()["chat_completions"])
 
     def start(self) -> ModelEndpoint:
         if self.in_process:
@@ -408,7 +450,9 @@ class OurPipeline:
                 on_rollout_done()
 
         endpoint_before = process_cpu_seconds(endpoint_pid) if endpoint_pid else None
+        tool_host_before = self.tool_host_cpu_seconds()
         cpu_before = cpu_seconds()
+        started_at = time.time()
         started = time.perf_counter()
         summary = run_and_collect(
             self.backend,
@@ -421,12 +465,21 @@ class OurPipeline:
             progress=progress,
         )
         wall = time.perf_counter() - started
-        cpu = cpu_seconds() - cpu_before
+        # Ours is every process of the pipeline: this one, its rollout workers (waited for, so in
+        # RUSAGE_CHILDREN) and the tool-server process (alive, so read from /proc).
+        cpu = cpu_seconds() - cpu_before + self.tool_host_cpu_seconds() - tool_host_before
         endpoint_cpu = None if endpoint_before is None else process_cpu_seconds(endpoint_pid or 0) - endpoint_before
         rollouts = self.backend.list_rollouts(summary.run_id)
         passed = sum(1 for r in rollouts if r.status == RolloutStatus.COMPLETED and r.result and r.result.success)
-        execute = (last_done or time.perf_counter()) - started
+        # Rollouts finished in worker processes are reported by polling, so the callback's clock can lag:
+        # the store's completion times are exact.
+        finished = [dt.datetime.fromisoformat(r.completed_at).timestamp() for r in rollouts if r.completed_at]
+        execute = (max(finished) - started_at) if finished else (last_done or time.perf_counter()) - started
         return OurRun(summary.rollouts, passed, summary.by_status, wall, cpu, endpoint_cpu, execute)
+
+    def tool_host_cpu_seconds(self) -> float:
+        pid = self.backend.executor.runtime.tool_host_pid
+        return process_cpu_seconds(pid) if pid else 0.0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,12 +2,17 @@
 
     .venv/bin/python benchmarks/latency_hiding.py            # concurrency 10, 50, 200; target >= 85% of ideal at 50
 
-The model endpoint (sim-oracle, a separate process) sleeps `--latency` before every chat completion. Each
-concurrency runs in a fresh child process: `--waves` x concurrency rollouts of the benchmark task (5 tool calls
-and a final answer, so 6 model calls per rollout) through our pipeline (`run_and_collect` on the embedded
-service, max_parallel = concurrency). Ideal throughput = concurrency / (6 x latency) rollouts/s: every rollout
-slot always waiting on the model and nothing else. Achieved = rollouts / seconds from launch to the last rollout's
-completion (`execute`); the end-to-end figure, including writing traces and Parquet afterwards, is reported too.
+The model endpoint (sim-oracle, a separate process) starts each chat-completion response 200 ms (`--latency`)
+after the request arrived. Each concurrency runs in a fresh child process: `--waves` x concurrency rollouts of
+the benchmark task (5 tool calls and a final answer, so 6 model calls per rollout) through our pipeline
+(`run_and_collect` on the embedded service, max_parallel = concurrency), which spreads a run over rollout
+worker processes when its concurrency calls for it (`service/workers.py`), with the tool servers in their own
+process. Ideal throughput = concurrency / (6 x latency) rollouts/s: every rollout slot always waiting on the
+model and nothing else. Achieved = rollouts / seconds from launch to the last rollout's completion (the store's
+timestamps), so it is a throughput over 10 waves by default: the first wave's start and the last one's tail
+are in it, but do not dominate it. The end-to-end figure, which also writes traces and Parquet afterwards, is
+reported too. CPU-ms per rollout counts every process of ours (this one, its workers and the tool servers);
+the endpoint's CPU is reported apart.
 
 Results: JSON on stdout and in `benchmarks/results/latency_hiding.{json,md}` (git-ignored).
 """
@@ -162,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--concurrency", nargs="+", type=int, default=list(DEFAULT_CONCURRENCY))
     parser.add_argument("--latency", type=float, default=DEFAULT_LATENCY_SECONDS, help="seconds per model call")
-    parser.add_argument("--waves", type=int, default=4, help="rollouts = waves x concurrency (at least 20)")
+    parser.add_argument("--waves", type=int, default=10, help="rollouts = waves x concurrency (at least 20)")
     parser.add_argument("--out", default=str(RESULTS_DIR), help="where latency_hiding.{json,md} go ('' = nowhere)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--scenarios-dir", type=Path, help=argparse.SUPPRESS)

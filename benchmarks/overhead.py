@@ -122,6 +122,7 @@ def run_side(
 ) -> dict[str, Any]:
     size = ["--samples", str(samples), "--epochs", str(epochs), "--endpoint", endpoint.url,
             "--endpoint-pid", str(endpoint.pid)]  # fmt: skip
+    completions_before = endpoint.chat_completions()
     if side == OURS:
         args = ["--child", "--scenarios-dir", str(scenarios_dir), "--data-dir", str(workdir / "data"),
                 "--max-parallel", str(max_parallel), *size]  # fmt: skip
@@ -132,6 +133,8 @@ def run_side(
                    str(scenario_dir), "--model", model, "--log-dir", str(workdir / "logs"),
                    "--max-samples", str(max_parallel), *size]  # fmt: skip
         raw = run_json_child(command, timeout=CHILD_TIMEOUT_SECONDS)
+    # Warm-up included: proof that a side called the shared endpoint, and how often for the same task shape.
+    raw["endpoint_chat_completions"] = endpoint.chat_completions() - completions_before
     return summarise(raw)
 
 
