@@ -67,6 +67,16 @@ def _request(url: str, tasks: int, rollout_count: int, max_parallel: int, name: 
     )
 
 
+def _launch_spread(
+    data_dir: Path, url: str, tasks: int, name: str
+) -> tuple[EmbeddedEvaluationService, RunLaunchRequest, str]:
+    """A launched run of `tasks` x 2 rollouts, max_parallel 4, on an executor that always uses 2 processes."""
+    service = EmbeddedEvaluationService(data_dir, ScenarioCatalog())
+    service.executor.workers = 2
+    request = _request(url, tasks=tasks, rollout_count=2, max_parallel=4, name=name)
+    return service, request, service.launch_or_resume(request)
+
+
 def _rows(data_dir: Path, run_id: str) -> list[sqlite3.Row]:
     db = sqlite3.connect(service_paths(data_dir)[0])
     db.row_factory = sqlite3.Row
@@ -151,10 +161,7 @@ def test_a_job_keeps_its_keys_on_the_wire_and_out_of_its_repr(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_a_spread_run_runs_each_rollout_once_within_max_parallel(tmp_path: Path, slow_model: str) -> None:
-    service = EmbeddedEvaluationService(tmp_path, ScenarioCatalog())
-    service.executor.workers = 2
-    request = _request(slow_model, tasks=6, rollout_count=2, max_parallel=4, name="spread")
-    run_id = service.launch_or_resume(request)
+    service, request, run_id = _launch_spread(tmp_path, slow_model, tasks=6, name="spread")
     reported: list[Rollout] = []
     seen_children: list[int] = []
     exposed: list[str] = []
@@ -194,10 +201,7 @@ def test_a_spread_run_runs_each_rollout_once_within_max_parallel(tmp_path: Path,
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_run_costs_only_its_rollouts(tmp_path: Path, slow_model: str) -> None:
-    service = EmbeddedEvaluationService(tmp_path, ScenarioCatalog())
-    service.executor.workers = 2
-    request = _request(slow_model, tasks=5, rollout_count=2, max_parallel=4, name="killed")
-    run_id = service.launch_or_resume(request)
+    service, request, run_id = _launch_spread(tmp_path, slow_model, tasks=5, name="killed")
     killed: list[int] = []
 
     def kill_a_busy_worker() -> None:
