@@ -17,7 +17,8 @@ state verifier, against a zero-latency model.
 
 The endpoint (sim-oracle, zero latency) is a separate process; its CPU is reported on its own line. Each side
 runs in a fresh child process (imports and a 2-rollout warm-up are not timed) at the same concurrency.
-CPU = user + system time of the side's whole process (all threads: ours serves its tool server in-process).
+CPU = user + system time of the side's whole process tree: for ours, the runner (all threads), any rollout
+workers and the tool-server process; for Inspect, its process (its tools are in-process Python functions).
 Inspect AI lives in `benchmarks/.venv-inspect` (it pins packages differently from this project):
 
     python3.11 -m venv benchmarks/.venv-inspect && benchmarks/.venv-inspect/bin/pip install inspect-ai openai
