@@ -469,12 +469,17 @@ class OurPipeline:
         # RUSAGE_CHILDREN) and the tool-server process (alive, so read from /proc).
         cpu = cpu_seconds() - cpu_before + self.tool_host_cpu_seconds() - tool_host_before
         endpoint_cpu = None if endpoint_before is None else process_cpu_seconds(endpoint_pid or 0) - endpoint_before
-        rollouts = self.backend.list_rollouts(summary.run_id)
-        passed = sum(1 for r in rollouts if r.status == RolloutStatus.COMPLETED and r.result and r.result.success)
-        # Rollouts finished in worker processes are reported by polling, so the callback's clock can lag:
-        # the store's completion times are exact.
-        finished = [dt.datetime.fromisoformat(r.completed_at).timestamp() for r in rollouts if r.completed_at]
-        execute = (max(finished) - started_at) if finished else (last_done or time.perf_counter()) - started
+        passed, last_finished = 0, None
+        # A page at a time, as the pipeline reads them: holding a 10,000-rollout run here would be measured too.
+        for page in self.backend.rollout_pages(summary.run_id, 500):
+            for r in page:
+                passed += r.status == RolloutStatus.COMPLETED and bool(r.result and r.result.success)
+                if r.completed_at:
+                    # Rollouts finished in worker processes are reported by polling, so the callback's clock can
+                    # lag: the store's completion times are exact.
+                    finished = dt.datetime.fromisoformat(r.completed_at).timestamp()
+                    last_finished = finished if last_finished is None else max(last_finished, finished)
+        execute = (last_finished - started_at) if last_finished else (last_done or time.perf_counter()) - started
         return OurRun(summary.rollouts, passed, summary.by_status, wall, cpu, endpoint_cpu, execute)
 
     def tool_host_cpu_seconds(self) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from eval_pipelines.schemas.artifacts import RunArtifacts
@@ -32,6 +32,10 @@ class EvaluationBackend(Protocol):
         ...
 
     def list_rollouts(self, run_id: str) -> list[Rollout]: ...
+
+    def rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
+        """`list_rollouts` a page at a time, so a large run need not be held whole."""
+        ...
 
     def get_artifacts(self, rollout_id: str) -> RunArtifacts | None:
         """A finished rollout's artifacts; None when it has none (its trace could not be written)."""

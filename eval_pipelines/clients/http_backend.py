@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 
 from eval_pipelines.clients.backend import ProgressCallback
 from eval_pipelines.clients.errors import Conflict, MethodNotAllowed, NotFound, WaitTimeout
@@ -110,6 +111,12 @@ class HttpEvaluationBackend:
 
     def list_rollouts(self, run_id: str) -> list[Rollout]:
         return self.client.list_rollouts(run_id=run_id).rollouts
+
+    def rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
+        # The service's listing has no paging (spec 000): the whole list arrives in one answer anyway.
+        rollouts = self.list_rollouts(run_id)
+        for start in range(0, len(rollouts), page_size):
+            yield rollouts[start : start + page_size]
 
     def get_artifacts(self, rollout_id: str) -> RunArtifacts | None:
         try:

@@ -102,6 +102,8 @@ class CollectSummary:
 
 #: Rollouts whose artifacts are held in memory at once while a run is written to the warehouse.
 COLLECT_CHUNK = 200
+#: Rollouts shown in a partition's materialisation preview.
+PREVIEW_ROWS = 10
 
 
 def trace_path(traces_root: Path, model_key: str, scenario_key: str, rollout_id: str) -> Path:
@@ -125,13 +127,26 @@ def run_and_collect(
     """
     run_id = backend.launch_or_resume(request)
     backend.complete_run(run_id, request, timeout_seconds=timeout_seconds, progress=progress)
-    rollouts = backend.list_rollouts(run_id)
+    by_status: Counter[str] = Counter()
+    preview: list[dict[str, Any]] = []
 
     def chunks() -> Iterator[dict[str, pa.Table]]:
-        # A chunk's artifacts are dropped once its rows are built, so memory stays flat as runs grow.
-        for start in range(0, len(rollouts), COLLECT_CHUNK):
+        # A page of rollouts and their artifacts is dropped once its rows are built, so memory stays flat as
+        # runs grow: neither the rollouts nor their traces are ever held whole.
+        for page in backend.rollout_pages(run_id, COLLECT_CHUNK):
             collected: list[tuple[Rollout, RunArtifacts | None, str | None]] = []
-            for rollout in rollouts[start : start + COLLECT_CHUNK]:
+            for rollout in page:
+                by_status[rollout.status.value] += 1
+                if len(preview) < PREVIEW_ROWS:
+                    preview.append(
+                        {
+                            "task_id": rollout.task_id,
+                            "rollout": rollout.rollout_index,
+                            "status": rollout.status.value,
+                            "success": bool(rollout.result and rollout.result.success),
+                            "steps": rollout.result.steps_taken if rollout.result else 0,
+                        }
+                    )
                 artifacts: RunArtifacts | None = None
                 path: str | None = None
                 if rollout.status.is_terminal:
@@ -142,25 +157,14 @@ def run_and_collect(
                         path = str(target)
                 collected.append((rollout, artifacts, path))
             yield rollout_tables(ctx, collected)
-        if not rollouts:
+        if not by_status:
             yield rollout_tables(ctx, [])  # empty files, so a run with no rollouts still has its tables
 
     rows_written = warehouse.write_streams(
         chunks(), model_key=ctx.model_key, scenario_key=ctx.scenario_key, file_stem=run_id
     )
     warehouse.write_tasks(tasks_table(scenario.scenario_id, scenario.tasks().values()), ctx.scenario_key)
-    by_status = Counter(r.status.value for r in rollouts)
-    preview = [
-        {
-            "task_id": r.task_id,
-            "rollout": r.rollout_index,
-            "status": r.status.value,
-            "success": bool(r.result and r.result.success),
-            "steps": r.result.steps_taken if r.result else 0,
-        }
-        for r in rollouts[:10]
-    ]
-    return CollectSummary(run_id, len(rollouts), dict(by_status), rows_written, preview)
+    return CollectSummary(run_id, sum(by_status.values()), dict(by_status), rows_written, preview)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from eval_pipelines.clients.backend import ProgressCallback
@@ -62,6 +63,11 @@ class EmbeddedEvaluationService:
         if self.store.get_run(run_id) is None:
             raise NotFound(f"run {run_id!r} not found")
         return self.store.list_rollouts(run_id=run_id)
+
+    def rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
+        if self.store.get_run(run_id) is None:
+            raise NotFound(f"run {run_id!r} not found")
+        return self.store.run_rollout_pages(run_id, page_size)
 
     def get_artifacts(self, rollout_id: str) -> RunArtifacts | None:
         try:

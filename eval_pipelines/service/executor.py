@@ -390,7 +390,7 @@ class RunExecutor:
         ceiling = request.get("max_cost_usd")
         progress = ProgressBuffer(self.store)
 
-        async def one(rollout: Rollout) -> None:
+        async def one(rollout: NewRollout) -> None:
             async with slots:
                 if cancel.is_set():
                     return
@@ -479,8 +479,16 @@ class RunExecutor:
 
         watcher = asyncio.create_task(watch_for_cancel_request())
         flusher = asyncio.create_task(flush_progress())
+        pending = iter(self.store.pending_slots(run_id))
+
+        async def drive() -> None:
+            # One driver per slot, each taking the next pending rollout: a 10,000-rollout run holds a few
+            # dozen coroutines, not 10,000.
+            for rollout in pending:
+                await one(rollout)
+
         try:
-            await asyncio.gather(*(one(r) for r in self.store.pending_rollouts(run_id)))
+            await asyncio.gather(*(drive() for _ in range(parallel)))
         finally:
             watcher.cancel()
             flusher.cancel()

@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -377,6 +377,23 @@ class RunStore(SqliteDatabase):
         events = self._events([r["rollout_id"] for r in rows])
         return [self._rollout_from_row(r, events[r["rollout_id"]]) for r in rows]
 
+    def run_rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
+        """The run's rollouts in `list_rollouts` order, `page_size` at a time (keyset paging: each page is one
+        indexed query, and only one page is ever held)."""
+        after: tuple[str, str, int] | None = None
+        while True:
+            keyset = "" if after is None else " and (created_at, task_id, rollout_index) > (?, ?, ?)"
+            rows = self._conn().execute(
+                f"select * from rollouts where run_id = ?{keyset} order by created_at, task_id, rollout_index limit ?",
+                (run_id, *(after or ()), page_size),
+            ).fetchall()
+            if not rows:
+                return
+            events = self._events([r["rollout_id"] for r in rows])
+            yield [self._rollout_from_row(r, events[r["rollout_id"]]) for r in rows]
+            last = rows[-1]
+            after = (last["created_at"], last["task_id"], last["rollout_index"])
+
     def get_rollout(self, rollout_id: str) -> Rollout | None:
         row = self._conn().execute("select * from rollouts where rollout_id = ?", (rollout_id,)).fetchone()
         if row is None:
@@ -497,6 +514,16 @@ class RunStore(SqliteDatabase):
         )
         found = (self.get_rollout(row["rollout_id"]) for row in rows if row["rollout_id"] not in exclude)
         return [rollout for rollout in found if rollout is not None]
+
+    def pending_slots(self, run_id: str) -> list[NewRollout]:
+        """The run's pending rollouts as the few fields an executor needs, in listing order: a 10,000-rollout
+        run costs kilobytes here, where full `Rollout`s with their status events cost tens of megabytes."""
+        rows = self._conn().execute(
+            "select rollout_id, task_id, rollout_index, max_steps from rollouts where run_id = ? and status = 'pending'"
+            " order by created_at, task_id, rollout_index",
+            (run_id,),
+        ).fetchall()
+        return [NewRollout(r["rollout_id"], r["task_id"], r["rollout_index"], r["max_steps"]) for r in rows]
 
     def pending_rollouts(self, run_id: str) -> list[Rollout]:
         return self.list_rollouts(run_id=run_id, status=RolloutStatus.PENDING.value)

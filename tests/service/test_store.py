@@ -102,3 +102,55 @@ def test_list_runs_filters_and_pages(tmp_path: Path) -> None:
     assert total == 1 and runs[0].rollout_ids == []
     total, runs = store.list_runs(scenario_id="other", source=None, limit=50, offset=0, expand_rollouts=False)
     assert (total, runs) == (0, [])
+
+
+def test_rollout_pages_cover_the_run_once_in_listing_order(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs.sqlite3")
+    store.create_run(
+        run_id="run_p",
+        run_name=None,
+        scenario_id="s:1",
+        source="rl-gym",
+        request={},
+        model_config=ModelConfigEcho(model="m"),
+        rollouts=[NewRollout(f"ro_{i}", f"t{i % 3}", i // 3, 5) for i in range(7)],
+    )
+    store.set_phase("ro_0", RolloutPhase.SEEDING)  # events ride along with their rollout
+    pages = list(store.run_rollout_pages("run_p", 3))
+    assert [len(page) for page in pages] == [3, 3, 1]
+    paged = [r.rollout_id for page in pages for r in page]
+    assert paged == [r.rollout_id for r in store.list_rollouts(run_id="run_p")]
+    assert [(r.task_id, r.rollout_index) for r in pages[0]] == [("t0", 0), ("t0", 1), ("t0", 2)]
+    assert list(store.run_rollout_pages("run_missing", 3)) == []
+
+
+def test_pending_slots_are_the_pending_rollouts_in_order(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    assert store.claim("ro_1")
+    slots = store.pending_slots("run_1")
+    assert slots == [NewRollout(r.rollout_id, r.task_id, r.rollout_index, 5) for r in store.pending_rollouts("run_1")]
+    assert [s.rollout_id for s in slots] == ["ro_0", "ro_2", "ro_3"]
+
+
+def test_progress_events_land_in_order_in_one_batch(tmp_path: Path) -> None:
+    from eval_pipelines.service.store import ProgressEvent
+
+    store = _store(tmp_path)
+    assert store.claim("ro_0")
+    store.record_progress(
+        [
+            ProgressEvent.of_phase("ro_0", RolloutPhase.BUILDING_ENVIRONMENT),
+            ProgressEvent.of_phase("ro_0", RolloutPhase.AGENT_RUNNING, "step 0"),
+            ProgressEvent.of_step("ro_0", 1),
+            ProgressEvent.of_step("ro_0", 2),
+        ]
+    )
+    rollout = store.get_rollout("ro_0")
+    assert rollout is not None and rollout.current_step == 2 and rollout.phase == RolloutPhase.AGENT_RUNNING
+    tail = [(e.status, e.detail) for e in rollout.status_events][-4:]
+    assert tail == [
+        ("phase:building_environment", None),
+        ("phase:agent_running", "step 0"),
+        ("phase:agent_running", "step 1"),
+        ("phase:agent_running", "step 2"),
+    ]
