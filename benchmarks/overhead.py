@@ -21,7 +21,8 @@ CPU = user + system time of the side's whole process tree: for ours, the runner 
 workers and the tool-server process; for Inspect, its process (its tools are in-process Python functions).
 Inspect AI lives in `benchmarks/.venv-inspect` (it pins packages differently from this project):
 
-    python3.11 -m venv benchmarks/.venv-inspect && benchmarks/.venv-inspect/bin/pip install inspect-ai openai
+    python3.11 -m venv benchmarks/.venv-inspect
+    benchmarks/.venv-inspect/bin/pip install -r benchmarks/requirements-inspect.txt
 
 Results: JSON on stdout and in `benchmarks/results/overhead.{json,md}` (git-ignored).
 """
