@@ -11,16 +11,18 @@ from eval_pipelines.schemas.runs import RolloutPhase, RolloutResult, RolloutStat
 from eval_pipelines.service.store import DuplicateRunName, NewRollout, RunStore
 
 
-def _store(tmp_path: Path, run_name: str | None = "nightly") -> RunStore:
+def _store(
+    tmp_path: Path, run_name: str | None = "nightly", rollouts: list[NewRollout] | None = None, run_id: str = "run_1"
+) -> RunStore:
     store = RunStore(tmp_path / "runs.sqlite3")
     store.create_run(
-        run_id="run_1",
+        run_id=run_id,
         run_name=run_name,
         scenario_id="s:1",
         source="rl-gym",
         request={"model_config": {"model": "m", "api_key": "sk-canary"}},
         model_config=ModelConfigEcho(model="m"),
-        rollouts=[NewRollout(f"ro_{i}", "t1" if i < 2 else "t2", i % 2, 5) for i in range(4)],
+        rollouts=rollouts or [NewRollout(f"ro_{i}", "t1" if i < 2 else "t2", i % 2, 5) for i in range(4)],
     )
     return store
 
@@ -105,16 +107,7 @@ def test_list_runs_filters_and_pages(tmp_path: Path) -> None:
 
 
 def test_rollout_pages_cover_the_run_once_in_listing_order(tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "runs.sqlite3")
-    store.create_run(
-        run_id="run_p",
-        run_name=None,
-        scenario_id="s:1",
-        source="rl-gym",
-        request={},
-        model_config=ModelConfigEcho(model="m"),
-        rollouts=[NewRollout(f"ro_{i}", f"t{i % 3}", i // 3, 5) for i in range(7)],
-    )
+    store = _store(tmp_path, None, [NewRollout(f"ro_{i}", f"t{i % 3}", i // 3, 5) for i in range(7)], "run_p")
     store.set_phase("ro_0", RolloutPhase.SEEDING)  # events ride along with their rollout
     pages = list(store.run_rollout_pages("run_p", 3))
     assert [len(page) for page in pages] == [3, 3, 1]
