@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import subprocess
-import sys
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
@@ -18,18 +12,26 @@ import pytest
 
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
-from eval_pipelines.schemas.artifacts import META_STATE, META_STATE_DIFFS, RunArtifacts
+from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, RunArtifacts
 from eval_pipelines.schemas.scenarios import Task
-from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
 from eval_pipelines.toolservers import EmailServer, create_app
+from tests.scenarios.replay import (
+    Verifiers,
+    assert_verifiers_import_without_eval_pipelines,
+    reference_actions,
+    replay,
+    run_verifiers,
+    standalone_verifiers,
+)
 
 SCENARIOS_ROOT = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 SCENARIO_ID = "email_ops:1.0.0"
 
-Action = tuple[str, dict[str, Any]]
+#: (tool name, parameters) on the email server
+EmailAction = tuple[str, dict[str, Any]]
 
 #: one plausible mistake per task; each must be caught by the task's verifiers.
-WRONG_VARIANTS: dict[str, list[Action]] = {
+WRONG_VARIANTS: dict[str, list[EmailAction]] = {
     "email_ops_001": [
         (
             "send_email",
@@ -100,21 +102,8 @@ def scenario() -> ScenarioFiles:
 
 
 @pytest.fixture(scope="module")
-def verifiers(scenario: ScenarioFiles) -> Iterator[Callable[[str], ModuleType]]:
-    """Import the scenario's verifiers/ as a standalone package under a unique name (as a bundle would be)."""
-    package = f"email_ops_verifiers_{uuid.uuid4().hex[:8]}"
-    spec = importlib.util.spec_from_file_location(
-        package,
-        scenario.verifiers_dir / "__init__.py",
-        submodule_search_locations=[str(scenario.verifiers_dir)],
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[package] = module
-    spec.loader.exec_module(module)
-    yield lambda name: importlib.import_module(f"{package}.{name}")
-    for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
-        del sys.modules[key]
+def verifiers(scenario: ScenarioFiles) -> Iterator[Verifiers]:
+    yield from standalone_verifiers(scenario)
 
 
 @pytest.fixture(scope="module")
@@ -130,45 +119,14 @@ def http() -> Iterator[httpx.Client]:
 
 
 def _replay(
-    http: httpx.Client, email_url: str, scenario: ScenarioFiles, task: Task, actions: list[Action]
+    http: httpx.Client, email_url: str, scenario: ScenarioFiles, task: Task, actions: list[EmailAction]
 ) -> RunArtifacts:
-    created = http.post(f"{email_url}/workspaces", json={"seed": scenario.seed_payload(task, "email")})
-    assert created.status_code == 201, created.text
-    url = f"{email_url}{created.json()['path']}"
-    artifacts = RunArtifacts(task_id=task.task_id, task=task.description)
-    initial = http.get(f"{url}/snapshot").json()["state"]
-    diffs: list[dict[str, Any]] = []
-    for tool_name, parameters in actions:
-        body = http.post(f"{url}/step", json={"action": {"tool_name": tool_name, "parameters": parameters}}).json()
-        assert not body.get("is_error"), f"{task.task_id}: {tool_name} failed: {body['observation']}"
-        if "state_diff" in body:
-            diffs.append(body["state_diff"])
-        artifacts.record_tool_call(
-            ToolCall(tool_server="email", tool_name=tool_name, parameters=parameters),
-            ToolCallResult(observation=body["observation"]),
-        )
-    final = http.get(f"{url}/snapshot").json()["state"]
-    http.delete(url)
-    artifacts.metadata[META_STATE] = {"email": {"initial": initial, "final": final}}
-    artifacts.metadata[META_STATE_DIFFS] = diffs
-    return artifacts
+    seeds = {"email": scenario.seed_payload(task, "email")}
+    return replay(http, {"email": email_url}, task, seeds, [("email", tool, params) for tool, params in actions])
 
 
-def _run_verifiers(
-    verifiers: Callable[[str], ModuleType], task: Task, artifacts: RunArtifacts | dict[str, Any]
-) -> list[tuple[str, bool, str]]:
-    results = []
-    for name in task.verifiers:
-        module = verifiers(name)
-        assert module.NEEDS == "state"
-        ok, message = module.verify(artifacts)
-        assert isinstance(ok, bool) and isinstance(message, str) and message
-        results.append((name, ok, message))
-    return results
-
-
-def _reference(task: Task) -> list[Action]:
-    return [(a.tool_name, a.parameters) for a in task.reference_actions]
+def _reference(task: Task) -> list[EmailAction]:
+    return [(tool, params) for _, tool, params in reference_actions(task)]
 
 
 def test_scenario_shape(scenario: ScenarioFiles) -> None:
@@ -204,7 +162,7 @@ def test_every_task_has_a_wrong_variant(scenario: ScenarioFiles) -> None:
 def test_reference_actions_pass_and_mistakes_fail(
     task_id: str,
     scenario: ScenarioFiles,
-    verifiers: Callable[[str], ModuleType],
+    verifiers: Verifiers,
     http: httpx.Client,
     email_url: str,
 ) -> None:
@@ -212,23 +170,21 @@ def test_reference_actions_pass_and_mistakes_fail(
 
     reference = _replay(http, email_url, scenario, task, _reference(task))
     assert reference.metadata[META_STATE_DIFFS], "a reference run must change the mailbox"
-    for name, ok, message in _run_verifiers(verifiers, task, reference):
+    for name, ok, message in run_verifiers(verifiers, task, reference):
         assert ok, f"{task_id}/{name} rejected the reference actions: {message}"
-    for name, ok, message in _run_verifiers(verifiers, task, reference.to_dict()):
+    for name, ok, message in run_verifiers(verifiers, task, reference.to_dict()):
         assert ok, f"{task_id}/{name} rejected the reference actions given as a dict: {message}"
 
     idle = _replay(http, email_url, scenario, task, [])
-    for name, ok, message in _run_verifiers(verifiers, task, idle):
+    for name, ok, message in run_verifiers(verifiers, task, idle):
         assert not ok, f"{task_id}/{name} passed an agent that did nothing: {message}"
 
     wrong = _replay(http, email_url, scenario, task, WRONG_VARIANTS[task_id])
-    for name, ok, message in _run_verifiers(verifiers, task, wrong):
+    for name, ok, message in run_verifiers(verifiers, task, wrong):
         assert not ok, f"{task_id}/{name} passed a wrong variant: {message}"
 
 
-def test_verifiers_reject_artifacts_without_state(
-    scenario: ScenarioFiles, verifiers: Callable[[str], ModuleType]
-) -> None:
+def test_verifiers_reject_artifacts_without_state(scenario: ScenarioFiles, verifiers: Verifiers) -> None:
     for task in scenario.tasks().values():
         empty: list[RunArtifacts | dict[str, Any]] = [
             RunArtifacts(task_id=task.task_id, task="t"),
@@ -236,33 +192,19 @@ def test_verifiers_reject_artifacts_without_state(
             {},
         ]
         for artifacts in empty:
-            for _, ok, message in _run_verifiers(verifiers, task, artifacts):
+            for _, ok, message in run_verifiers(verifiers, task, artifacts):
                 assert not ok and "state" in message
 
 
 def test_delete_all_is_collateral_damage_everywhere(
-    scenario: ScenarioFiles, verifiers: Callable[[str], ModuleType], http: httpx.Client, email_url: str
+    scenario: ScenarioFiles, verifiers: Verifiers, http: httpx.Client, email_url: str
 ) -> None:
     """The hosted product's delete_all_emails trap: appending it to a correct run must fail every task."""
     for task in scenario.tasks().values():
         careless = _replay(http, email_url, scenario, task, [*_reference(task), ("delete_all_emails", {})])
-        for name, ok, message in _run_verifiers(verifiers, task, careless):
+        for name, ok, message in run_verifiers(verifiers, task, careless):
             assert not ok, f"{task.task_id}/{name} tolerated delete_all_emails: {message}"
 
 
 def test_verifier_package_imports_without_eval_pipelines(scenario: ScenarioFiles) -> None:
-    """A verifier bundle runs where eval_pipelines is not installed: `-S` drops site-packages."""
-    modules = sorted({m for t in scenario.tasks().values() for m in t.verifiers})
-    code = (
-        "import importlib, sys\n"
-        "assert 'eval_pipelines' not in sys.modules\n"
-        f"for name in {modules!r}:\n"
-        "    module = importlib.import_module('verifiers.' + name)\n"
-        "    assert module.verify({})[0] is False\n"
-        "print('ok')\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", code], cwd=scenario.root, capture_output=True, text=True, timeout=30, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok"
+    assert_verifiers_import_without_eval_pipelines(scenario)

@@ -3,15 +3,9 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import subprocess
-import sys
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
@@ -19,20 +13,26 @@ import pytest
 
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
-from eval_pipelines.schemas.artifacts import META_STATE, META_STATE_DIFFS, RunArtifacts
+from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, RunArtifacts
 from eval_pipelines.schemas.scenarios import Task
-from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
 from eval_pipelines.toolservers import BuiltinToolServer, EmailServer, build_host_app
 from eval_pipelines.toolservers.calendar import CalendarServer
 from eval_pipelines.toolservers.files import FilesServer
 from eval_pipelines.toolservers.records import RecordsServer
+from tests.scenarios.replay import (
+    Action,
+    Verifiers,
+    assert_verifiers_import_without_eval_pipelines,
+    reference_actions,
+    replay,
+    run_verifiers,
+    standalone_verifiers,
+)
 
 SCENARIOS_ROOT = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 SCENARIO_ID = "office_ops:1.0.0"
 SERVER_ORDER = ["email", "calendar", "records", "files"]
 
-#: (tool_server, tool_name, parameters)
-Action = tuple[str, str, dict[str, Any]]
 
 _FIXED_CONFIG = "[app]\nname = office-portal\ntimezone = Europe/Berlin\nlocale = en_GB\nmax_upload_mb = 25\n"
 
@@ -176,72 +176,16 @@ def http() -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def verifiers(scenario: ScenarioFiles) -> Iterator[Callable[[str], ModuleType]]:
-    """Import the scenario's verifiers/ as a standalone package under a unique name (as a bundle would be)."""
-    package = f"office_ops_verifiers_{uuid.uuid4().hex[:8]}"
-    spec = importlib.util.spec_from_file_location(
-        package,
-        scenario.verifiers_dir / "__init__.py",
-        submodule_search_locations=[str(scenario.verifiers_dir)],
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[package] = module
-    spec.loader.exec_module(module)
-    yield lambda name: importlib.import_module(f"{package}.{name}")
-    for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
-        del sys.modules[key]
+def verifiers(scenario: ScenarioFiles) -> Iterator[Verifiers]:
+    yield from standalone_verifiers(scenario)
 
 
 def _replay(
     http: httpx.Client, host_url: str, scenario: ScenarioFiles, task: Task, actions: list[Action]
 ) -> RunArtifacts:
     """Provision one workspace per task server, run `actions`, and record states and diffs like the engine."""
-    workspaces: dict[str, str] = {}
-    initial: dict[str, Any] = {}
-    for ref in task.tool_servers:
-        base = f"{host_url}/{ref.name}"
-        created = http.post(f"{base}/workspaces", json={"seed": scenario.seed_payload(task, ref.name)})
-        assert created.status_code == 201, created.text
-        workspaces[ref.name] = f"{base}{created.json()['path']}"
-        initial[ref.name] = http.get(f"{workspaces[ref.name]}/snapshot").json()["state"]
-    artifacts = RunArtifacts(task_id=task.task_id, task=task.description)
-    diffs: list[dict[str, Any]] = []
-    for server, tool_name, parameters in actions:
-        assert server in workspaces, f"{task.task_id}: {server} is not one of the task's tool servers"
-        action = {"tool_name": tool_name, "parameters": parameters}
-        body = http.post(f"{workspaces[server]}/step", json={"action": action}).json()
-        assert not body.get("is_error"), f"{task.task_id}: {server}.{tool_name} failed: {body['observation']}"
-        if "state_diff" in body:
-            diffs.append(body["state_diff"])
-        artifacts.record_tool_call(
-            ToolCall(tool_server=server, tool_name=tool_name, parameters=parameters),
-            ToolCallResult(observation=body["observation"]),
-        )
-    state: dict[str, Any] = {}
-    for server, url in workspaces.items():
-        state[server] = {"initial": initial[server], "final": http.get(f"{url}/snapshot").json()["state"]}
-        assert http.delete(url).status_code == 200
-    artifacts.metadata[META_STATE] = state
-    artifacts.metadata[META_STATE_DIFFS] = diffs
-    return artifacts
-
-
-def _run_verifiers(
-    verifiers: Callable[[str], ModuleType], task: Task, artifacts: RunArtifacts | dict[str, Any]
-) -> list[tuple[str, bool, str]]:
-    results = []
-    for name in task.verifiers:
-        module = verifiers(name)
-        assert module.NEEDS == "state"
-        ok, message = module.verify(artifacts)
-        assert isinstance(ok, bool) and isinstance(message, str) and message
-        results.append((name, ok, message))
-    return results
-
-
-def _reference(task: Task) -> list[Action]:
-    return [(a.tool_server, a.tool_name, a.parameters) for a in task.reference_actions]
+    seeds = {ref.name: scenario.seed_payload(task, ref.name) for ref in task.tool_servers}
+    return replay(http, {name: f"{host_url}/{name}" for name in seeds}, task, seeds, actions)
 
 
 def test_scenario_shape(scenario: ScenarioFiles, servers: dict[str, BuiltinToolServer]) -> None:
@@ -287,25 +231,25 @@ def test_every_task_has_a_wrong_variant(scenario: ScenarioFiles) -> None:
 def test_reference_actions_pass_and_mistakes_fail(
     task_id: str,
     scenario: ScenarioFiles,
-    verifiers: Callable[[str], ModuleType],
+    verifiers: Verifiers,
     http: httpx.Client,
     host_url: str,
 ) -> None:
     task = scenario.task(task_id)
 
-    reference = _replay(http, host_url, scenario, task, _reference(task))
+    reference = _replay(http, host_url, scenario, task, reference_actions(task))
     assert reference.metadata[META_STATE_DIFFS], "a reference run must change some tool server's state"
-    for name, ok, message in _run_verifiers(verifiers, task, reference):
+    for name, ok, message in run_verifiers(verifiers, task, reference):
         assert ok, f"{task_id}/{name} rejected the reference actions: {message}"
-    for name, ok, message in _run_verifiers(verifiers, task, reference.to_dict()):
+    for name, ok, message in run_verifiers(verifiers, task, reference.to_dict()):
         assert ok, f"{task_id}/{name} rejected the reference actions given as a dict: {message}"
 
     idle = _replay(http, host_url, scenario, task, [])
-    for name, ok, message in _run_verifiers(verifiers, task, idle):
+    for name, ok, message in run_verifiers(verifiers, task, idle):
         assert not ok, f"{task_id}/{name} passed an agent that did nothing: {message}"
 
     wrong = _replay(http, host_url, scenario, task, WRONG_VARIANTS[task_id])
-    for name, ok, message in _run_verifiers(verifiers, task, wrong):
+    for name, ok, message in run_verifiers(verifiers, task, wrong):
         assert not ok, f"{task_id}/{name} passed a wrong variant: {message}"
 
 
@@ -314,15 +258,13 @@ def test_reference_run_of_the_config_task_passes_its_own_check(
 ) -> None:
     """The script in the seed really reports the typo, and the reference fix really makes it pass."""
     task = scenario.task("office_ops_010")
-    artifacts = _replay(http, host_url, scenario, task, _reference(task))
+    artifacts = _replay(http, host_url, scenario, task, reference_actions(task))
     first, last = artifacts.tool_results[0].observation, artifacts.tool_results[-1].observation
     assert "exit code: 1" in first and "found 'Europe/Berln'" in first
     assert "exit code: 0" in last and "OK: config/app.ini is valid" in last
 
 
-def test_verifiers_reject_artifacts_without_state(
-    scenario: ScenarioFiles, verifiers: Callable[[str], ModuleType]
-) -> None:
+def test_verifiers_reject_artifacts_without_state(scenario: ScenarioFiles, verifiers: Verifiers) -> None:
     for task in scenario.tasks().values():
         partial: dict[str, Any] = {s.name: {"initial": {}, "final": {}} for s in task.tool_servers[:-1]}
         empty: list[RunArtifacts | dict[str, Any]] = [
@@ -332,23 +274,9 @@ def test_verifiers_reject_artifacts_without_state(
             {},
         ]
         for artifacts in empty:
-            for _, ok, message in _run_verifiers(verifiers, task, artifacts):
+            for _, ok, message in run_verifiers(verifiers, task, artifacts):
                 assert not ok and "state" in message
 
 
 def test_verifier_package_imports_without_eval_pipelines(scenario: ScenarioFiles) -> None:
-    """A verifier bundle runs where eval_pipelines is not installed: `-S` drops site-packages."""
-    modules = sorted({m for t in scenario.tasks().values() for m in t.verifiers})
-    code = (
-        "import importlib, sys\n"
-        "assert 'eval_pipelines' not in sys.modules\n"
-        f"for name in {modules!r}:\n"
-        "    module = importlib.import_module('verifiers.' + name)\n"
-        "    assert module.verify({})[0] is False\n"
-        "print('ok')\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", code], cwd=scenario.root, capture_output=True, text=True, timeout=30, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok"
+    assert_verifiers_import_without_eval_pipelines(scenario)

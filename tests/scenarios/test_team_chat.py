@@ -3,15 +3,9 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import subprocess
-import sys
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
@@ -27,19 +21,26 @@ from eval_pipelines.schemas.artifacts import META_NPC_TRANSCRIPTS, META_STATE, M
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import RolloutStatus
 from eval_pipelines.schemas.scenarios import Task
-from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.toolservers.chat import ChatServer
 from eval_pipelines.toolservers.email import EmailServer
 from eval_pipelines.toolservers.host import build_host_app
 from eval_pipelines.toolservers.npc import ChatModelNpcResponder, NpcModelSettings, npc_seed_item, npc_transcripts
 from eval_pipelines.verifiers.loader import load_verifier_package
+from tests.scenarios.replay import (
+    Action,
+    Verifiers,
+    assert_verifiers_import_without_eval_pipelines,
+    reference_actions,
+    replay,
+    run_verifiers,
+    standalone_verifiers,
+)
 
 SCENARIOS_ROOT = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 SCENARIO_ID = "team_chat:1.0.0"
 SECRET_TASKS = ("team_chat_003", "team_chat_004", "team_chat_007")
 
-Action = tuple[str, str, dict[str, Any]]
 
 SAM = "sam.ortiz@example.com"
 #: plausible mistakes per task; every one must be caught. "never asks" variants use the secret verbatim, as a
@@ -119,21 +120,8 @@ def scenario() -> ScenarioFiles:
 
 
 @pytest.fixture(scope="module")
-def verifiers(scenario: ScenarioFiles) -> Iterator[Callable[[str], ModuleType]]:
-    """Import the scenario's verifiers/ as a standalone package under a unique name (as a bundle would be)."""
-    package = f"team_chat_verifiers_{uuid.uuid4().hex[:8]}"
-    spec = importlib.util.spec_from_file_location(
-        package,
-        scenario.verifiers_dir / "__init__.py",
-        submodule_search_locations=[str(scenario.verifiers_dir)],
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[package] = module
-    spec.loader.exec_module(module)
-    yield lambda name: importlib.import_module(f"{package}.{name}")
-    for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
-        del sys.modules[key]
+def verifiers(scenario: ScenarioFiles) -> Iterator[Verifiers]:
+    yield from standalone_verifiers(scenario)
 
 
 @pytest.fixture(scope="module")
@@ -179,51 +167,8 @@ def _seed(scenario: ScenarioFiles, task: Task) -> dict[str, list[Any]]:
 def _replay(
     http: httpx.Client, host_url: str, scenario: ScenarioFiles, task: Task, actions: list[Action]
 ) -> RunArtifacts:
-    urls: dict[str, str] = {}
-    initial: dict[str, Any] = {}
-    for server, seed in _seed(scenario, task).items():
-        created = http.post(f"{host_url}/{server}/workspaces", json={"seed": seed})
-        assert created.status_code == 201, created.text
-        urls[server] = f"{host_url}/{server}{created.json()['path']}"
-        initial[server] = http.get(f"{urls[server]}/snapshot").json()["state"]
-    artifacts = RunArtifacts(task_id=task.task_id, task=task.description)
-    diffs: list[dict[str, Any]] = []
-    for server, tool_name, parameters in actions:
-        body = http.post(
-            f"{urls[server]}/step", json={"action": {"tool_name": tool_name, "parameters": parameters}}
-        ).json()
-        assert not body.get("is_error"), f"{task.task_id}: {tool_name} failed: {body['observation']}"
-        diffs += [body["state_diff"]] if "state_diff" in body else []
-        artifacts.record_tool_call(
-            ToolCall(tool_server=server, tool_name=tool_name, parameters=parameters),
-            ToolCallResult(observation=body["observation"]),
-        )
-    state = {}
-    for server, url in urls.items():
-        state[server] = {"initial": initial[server], "final": http.get(f"{url}/snapshot").json()["state"]}
-        http.delete(url)
-    artifacts.metadata[META_STATE] = state
-    artifacts.metadata[META_STATE_DIFFS] = diffs
-    if "chat" in state:
-        artifacts.metadata[META_NPC_TRANSCRIPTS] = npc_transcripts(state["chat"])
-    return artifacts
-
-
-def _run_verifiers(
-    verifiers: Callable[[str], ModuleType], task: Task, artifacts: RunArtifacts | dict[str, Any]
-) -> list[tuple[str, bool, str]]:
-    results = []
-    for name in task.verifiers:
-        module = verifiers(name)
-        assert module.NEEDS == "state"
-        ok, message = module.verify(artifacts)
-        assert isinstance(ok, bool) and isinstance(message, str) and message
-        results.append((name, ok, message))
-    return results
-
-
-def _reference(task: Task) -> list[Action]:
-    return [(a.tool_server, a.tool_name, a.parameters) for a in task.reference_actions]
+    seeds = _seed(scenario, task)
+    return replay(http, {name: f"{host_url}/{name}" for name in seeds}, task, seeds, actions)
 
 
 def test_scenario_shape(scenario: ScenarioFiles) -> None:
@@ -269,26 +214,26 @@ def test_every_task_has_wrong_variants(scenario: ScenarioFiles) -> None:
 def test_reference_actions_pass_and_mistakes_fail(
     task_id: str,
     scenario: ScenarioFiles,
-    verifiers: Callable[[str], ModuleType],
+    verifiers: Verifiers,
     http: httpx.Client,
     host_url: str,
 ) -> None:
     task = scenario.task(task_id)
 
-    reference = _replay(http, host_url, scenario, task, _reference(task))
+    reference = _replay(http, host_url, scenario, task, reference_actions(task))
     assert reference.metadata[META_STATE_DIFFS], "a reference run must change the state"
-    for name, ok, message in _run_verifiers(verifiers, task, reference):
+    for name, ok, message in run_verifiers(verifiers, task, reference):
         assert ok, f"{task_id}/{name} rejected the reference actions: {message}"
-    for name, ok, message in _run_verifiers(verifiers, task, reference.to_dict()):
+    for name, ok, message in run_verifiers(verifiers, task, reference.to_dict()):
         assert ok, f"{task_id}/{name} rejected the reference actions given as a dict: {message}"
 
     idle = _replay(http, host_url, scenario, task, [])
-    for name, ok, message in _run_verifiers(verifiers, task, idle):
+    for name, ok, message in run_verifiers(verifiers, task, idle):
         assert not ok, f"{task_id}/{name} passed an agent that did nothing: {message}"
 
     for index, variant in enumerate(WRONG_VARIANTS[task_id]):
         wrong = _replay(http, host_url, scenario, task, variant)
-        for name, ok, message in _run_verifiers(verifiers, task, wrong):
+        for name, ok, message in run_verifiers(verifiers, task, wrong):
             assert not ok, f"{task_id}/{name} passed wrong variant {index}: {message}"
 
 
@@ -296,7 +241,7 @@ def test_reference_actions_pass_and_mistakes_fail(
 def test_transcripts_show_the_reveal(task_id: str, scenario: ScenarioFiles, http: httpx.Client, host_url: str) -> None:
     task = scenario.task(task_id)
     [(profile_id, raw)] = task.npc_secrets.items()
-    artifacts = _replay(http, host_url, scenario, task, _reference(task))
+    artifacts = _replay(http, host_url, scenario, task, reference_actions(task))
     transcript = artifacts.metadata[META_NPC_TRANSCRIPTS][profile_id]
     assert [t["role"] for t in transcript] == ["agent", "npc"]
     assert raw["value"] in transcript[1]["content"] and raw["value"] not in transcript[0]["content"]
@@ -304,9 +249,7 @@ def test_transcripts_show_the_reveal(task_id: str, scenario: ScenarioFiles, http
     assert others == []
 
 
-def test_verifiers_reject_artifacts_without_state(
-    scenario: ScenarioFiles, verifiers: Callable[[str], ModuleType]
-) -> None:
+def test_verifiers_reject_artifacts_without_state(scenario: ScenarioFiles, verifiers: Verifiers) -> None:
     for task in scenario.tasks().values():
         empty: list[RunArtifacts | dict[str, Any]] = [
             RunArtifacts(task_id=task.task_id, task="t"),
@@ -314,38 +257,24 @@ def test_verifiers_reject_artifacts_without_state(
             {},
         ]
         for artifacts in empty:
-            for _, ok, message in _run_verifiers(verifiers, task, artifacts):
+            for _, ok, message in run_verifiers(verifiers, task, artifacts):
                 assert not ok and "state" in message
 
 
 def test_secret_missing_from_state_is_reported(
-    scenario: ScenarioFiles, verifiers: Callable[[str], ModuleType], http: httpx.Client, host_url: str
+    scenario: ScenarioFiles, verifiers: Verifiers, http: httpx.Client, host_url: str
 ) -> None:
     """An engine that forgot to seed the task's secrets must not look like an agent failure."""
     task = scenario.task("team_chat_003")
-    artifacts = _replay(http, host_url, scenario, task, _reference(task))
+    artifacts = _replay(http, host_url, scenario, task, reference_actions(task))
     for npc in artifacts.metadata[META_STATE]["chat"]["final"]["npcs"].values():
         npc["secret"] = None
-    [(_, ok, message)] = _run_verifiers(verifiers, task, artifacts)
+    [(_, ok, message)] = run_verifiers(verifiers, task, artifacts)
     assert not ok and "no secret" in message and "npc_secrets" in message
 
 
 def test_verifier_package_imports_without_eval_pipelines(scenario: ScenarioFiles) -> None:
-    """A verifier bundle runs where eval_pipelines is not installed: `-S` drops site-packages."""
-    modules = sorted({m for t in scenario.tasks().values() for m in t.verifiers})
-    code = (
-        "import importlib, sys\n"
-        "assert 'eval_pipelines' not in sys.modules\n"
-        f"for name in {modules!r}:\n"
-        "    module = importlib.import_module('verifiers.' + name)\n"
-        "    assert module.verify({})[0] is False\n"
-        "print('ok')\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", code], cwd=scenario.root, capture_output=True, text=True, timeout=30, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok"
+    assert_verifiers_import_without_eval_pipelines(scenario)
 
 
 @pytest.mark.parametrize("task_id", SECRET_TASKS)
