@@ -232,7 +232,7 @@ class RunExecutor:
         event = self._cancel_events.get(run_id)
         if event is not None:
             event.set()
-        pending = [r.rollout_id for r in self.store.pending_rollouts(run_id)]
+        pending = [r.rollout_id for r in self.store.pending_slots(run_id)]
         failed_pending = self.store.fail_pending(pending, TerminationReason.CANCELLED, MSG_CANCELLED)
         return len(active) + failed_pending
 

@@ -114,7 +114,7 @@ class RunScheduler:
         else:
             self._ensure_capacity()
             requeued = self.executor.resume(run_id, retry_failed=retry_failed)
-            if self.store.pending_rollouts(run_id):
+            if self.store.pending_slots(run_id):
                 user_config = self._stored_user_model_config(run_id, stored.get("user_model_config"))
                 self._start(ActiveRun(run_id, config, user_config, stored.get("max_parallel")))
         run = self.store.get_run(run_id)
@@ -194,7 +194,7 @@ class RunScheduler:
             secrets = [active.model_config.reveal_api_key()]
             message = truncate(scrub_secrets(f"Run execution failed: {type(exc).__name__}: {exc}", secrets), 500)
             logger.error("run %s: %s", run_id, message)
-            pending = [r.rollout_id for r in self.store.pending_rollouts(run_id)]
+            pending = [r.rollout_id for r in self.store.pending_slots(run_id)]
             self.store.fail_pending(pending, TerminationReason.INFRASTRUCTURE_ERROR, message)
         finally:
             if self._active.get(run_id) is active:
@@ -203,7 +203,7 @@ class RunScheduler:
     def _should_continue(self, active: ActiveRun) -> bool:
         if active.cancelled or self.draining or self.store.cancel_requested(active.run_id):
             return False
-        return bool(self.store.pending_rollouts(active.run_id))
+        return bool(self.store.pending_slots(active.run_id))
 
     async def wait_idle(self, timeout_seconds: float) -> bool:
         """Wait until no run is active; False when the timeout passed first."""

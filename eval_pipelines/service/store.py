@@ -430,12 +430,6 @@ class RunStore(SqliteDatabase):
                 self._append_event(db, rollout_id, RolloutStatus.RUNNING.value, None, now)
         return bool(changed)
 
-    def set_phase(self, rollout_id: str, phase: RolloutPhase, detail: str | None = None) -> None:
-        self.record_progress([ProgressEvent.of_phase(rollout_id, phase, detail)])
-
-    def set_step(self, rollout_id: str, step: int) -> None:
-        self.record_progress([ProgressEvent.of_step(rollout_id, step)])
-
     def record_progress(self, events: list[ProgressEvent]) -> None:
         """Apply phase and step events, in order, in one transaction (an executor batches its rollouts')."""
         if not events:
@@ -524,9 +518,6 @@ class RunStore(SqliteDatabase):
             (run_id,),
         ).fetchall()
         return [NewRollout(r["rollout_id"], r["task_id"], r["rollout_index"], r["max_steps"]) for r in rows]
-
-    def pending_rollouts(self, run_id: str) -> list[Rollout]:
-        return self.list_rollouts(run_id=run_id, status=RolloutStatus.PENDING.value)
 
     def requeue_unfinished(self, run_id: str, *, retry_failed: bool = True) -> int:
         """Resume: rollouts of the run that did not complete go back to pending (same id, same slot), so each

@@ -111,15 +111,10 @@ class ToolServerAdmin:
         state = body.get("state")
         return f"{base}{path}", state if isinstance(state, dict) else None
 
-    async def seed(self, tool_server_url: str, seed: list[Any]) -> dict[str, Any] | None:
-        """Load more seed files into an existing workspace (merged with what it already holds).
-
-        Returns the workspace's state afterwards when the server includes it (the built-in ones do), else None.
-        """
+    async def seed(self, tool_server_url: str, seed: list[Any]) -> None:
+        """Load more seed files into an existing workspace (merged with what it already holds)."""
         url = tool_server_url.rstrip("/")
-        body = await self._request("POST", f"{url}/seed", "seed workspace", url, json={"seed": seed})
-        state = body.get("state") if isinstance(body, dict) else None
-        return state if isinstance(state, dict) else None
+        await self._request("POST", f"{url}/seed", "seed workspace", url, json={"seed": seed})
 
     async def configure(self, tool_server_url: str, settings: dict[str, Any]) -> dict[str, Any]:
         """Set a workspace's runtime settings (e.g. `{"npc_model": {...}}`). The server keeps them in memory

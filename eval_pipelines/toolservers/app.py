@@ -258,8 +258,7 @@ def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORK
         workspace = workspace_or_404(workspace_id)
         async with workspace.lock:
             store.seed(workspace, request.seed)
-            # The seeded state is the rollout's initial snapshot: answering with it saves the engine a request.
-            return {"workspace_id": workspace_id, "seeded_files": len(request.seed), "state": workspace.state}
+        return {"workspace_id": workspace_id, "seeded_files": len(request.seed)}
 
     @app.post("/workspaces/{workspace_id}/configure")
     async def configure_workspace(workspace_id: str, request: Request) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import pytest
 
 from eval_pipelines.schemas.model_config import ModelConfigEcho
 from eval_pipelines.schemas.runs import RolloutPhase, RolloutResult, RolloutStatus, TerminationReason
-from eval_pipelines.service.store import DuplicateRunName, NewRollout, RunStore
+from eval_pipelines.service.store import DuplicateRunName, NewRollout, ProgressEvent, RunStore
 
 
 def _store(
@@ -49,13 +49,13 @@ def test_create_counts_and_duplicate_name(tmp_path: Path) -> None:
 def test_lifecycle_events_in_order(tmp_path: Path) -> None:
     store = _store(tmp_path)
     assert store.claim("ro_0") and not store.claim("ro_0")
-    store.set_phase("ro_0", RolloutPhase.BUILDING_ENVIRONMENT)
-    store.set_phase("ro_0", RolloutPhase.SEEDING)
-    store.set_phase("ro_0", RolloutPhase.AGENT_RUNNING)
-    store.set_step("ro_0", 1)
+    store.record_progress([ProgressEvent.of_phase("ro_0", RolloutPhase.BUILDING_ENVIRONMENT)])
+    store.record_progress([ProgressEvent.of_phase("ro_0", RolloutPhase.SEEDING)])
+    store.record_progress([ProgressEvent.of_phase("ro_0", RolloutPhase.AGENT_RUNNING)])
+    store.record_progress([ProgressEvent.of_step("ro_0", 1)])
     running = store.get_rollout("ro_0")
     assert running is not None and running.current_step == 1 and running.phase == RolloutPhase.AGENT_RUNNING
-    store.set_phase("ro_0", RolloutPhase.VERIFYING)
+    store.record_progress([ProgressEvent.of_phase("ro_0", RolloutPhase.VERIFYING)])
     store.finish("ro_0", RolloutStatus.COMPLETED, RolloutResult(success=True, message="ok"), "final_response", None)
     done = store.get_rollout("ro_0")
     assert done is not None and done.status == RolloutStatus.COMPLETED and done.completed_at
@@ -108,7 +108,7 @@ def test_list_runs_filters_and_pages(tmp_path: Path) -> None:
 
 def test_rollout_pages_cover_the_run_once_in_listing_order(tmp_path: Path) -> None:
     store = _store(tmp_path, None, [NewRollout(f"ro_{i}", f"t{i % 3}", i // 3, 5) for i in range(7)], "run_p")
-    store.set_phase("ro_0", RolloutPhase.SEEDING)  # events ride along with their rollout
+    store.record_progress([ProgressEvent.of_phase("ro_0", RolloutPhase.SEEDING)])  # events ride along
     pages = list(store.run_rollout_pages("run_p", 3))
     assert [len(page) for page in pages] == [3, 3, 1]
     paged = [r.rollout_id for page in pages for r in page]
@@ -121,13 +121,12 @@ def test_pending_slots_are_the_pending_rollouts_in_order(tmp_path: Path) -> None
     store = _store(tmp_path)
     assert store.claim("ro_1")
     slots = store.pending_slots("run_1")
-    assert slots == [NewRollout(r.rollout_id, r.task_id, r.rollout_index, 5) for r in store.pending_rollouts("run_1")]
+    pending = store.list_rollouts(run_id="run_1", status=RolloutStatus.PENDING.value)
+    assert slots == [NewRollout(r.rollout_id, r.task_id, r.rollout_index, 5) for r in pending]
     assert [s.rollout_id for s in slots] == ["ro_0", "ro_2", "ro_3"]
 
 
 def test_progress_events_land_in_order_in_one_batch(tmp_path: Path) -> None:
-    from eval_pipelines.service.store import ProgressEvent
-
     store = _store(tmp_path)
     assert store.claim("ro_0")
     store.record_progress(

@@ -334,9 +334,7 @@ def test_seed_files_merge_and_snapshot(client: httpx.Client, email_url: str) -> 
 def test_seeding_an_existing_workspace(client: httpx.Client, email_url: str) -> None:
     url = new_workspace(client, email_url)
     seeded = client.post(f"{url}/seed", json={"seed": [SEED]})
-    assert seeded.status_code == 200
-    assert seeded.json()["workspace_id"] == url.rsplit("/", 1)[1] and seeded.json()["seeded_files"] == 1
-    assert seeded.json()["state"] == client.get(f"{url}/snapshot").json()["state"]
+    assert seeded.status_code == 200 and seeded.json() == {"workspace_id": url.rsplit("/", 1)[1], "seeded_files": 1}
     before = state(client, url)
     assert set(before["emails"]) == {"e-001", "e-002", "e-003"}
     duplicate = client.post(f"{url}/seed", json={"seed": [{"contacts": [{"email": "z@y.org"}]}, SEED]})
