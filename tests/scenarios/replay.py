@@ -96,6 +96,24 @@ def run_verifiers(
     return results
 
 
+def assert_verdicts(
+    verifiers: Verifiers, task: Task, reference: RunArtifacts, idle: RunArtifacts, wrong: list[RunArtifacts]
+) -> None:
+    """The reference run changes some state and passes every verifier (as artifacts and as a dict); an agent
+    that did nothing and each wrong variant fail every verifier."""
+    task_id = task.task_id
+    assert reference.metadata[META_STATE_DIFFS], f"{task_id}: a reference run must change some tool server's state"
+    for name, ok, message in run_verifiers(verifiers, task, reference):
+        assert ok, f"{task_id}/{name} rejected the reference actions: {message}"
+    for name, ok, message in run_verifiers(verifiers, task, reference.to_dict()):
+        assert ok, f"{task_id}/{name} rejected the reference actions given as a dict: {message}"
+    for name, ok, message in run_verifiers(verifiers, task, idle):
+        assert not ok, f"{task_id}/{name} passed an agent that did nothing: {message}"
+    for index, artifacts in enumerate(wrong):
+        for name, ok, message in run_verifiers(verifiers, task, artifacts):
+            assert not ok, f"{task_id}/{name} passed wrong variant {index}: {message}"
+
+
 def assert_verifiers_import_without_eval_pipelines(scenario: ScenarioFiles) -> None:
     """A verifier bundle runs where eval_pipelines is not installed: `-S` drops site-packages."""
     modules = sorted({m for t in scenario.tasks().values() for m in t.verifiers})

@@ -12,11 +12,12 @@ import pytest
 
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
-from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, RunArtifacts
+from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.toolservers import EmailServer, create_app
 from tests.scenarios.replay import (
     Verifiers,
+    assert_verdicts,
     assert_verifiers_import_without_eval_pipelines,
     reference_actions,
     replay,
@@ -167,21 +168,13 @@ def test_reference_actions_pass_and_mistakes_fail(
     email_url: str,
 ) -> None:
     task = scenario.task(task_id)
-
-    reference = _replay(http, email_url, scenario, task, _reference(task))
-    assert reference.metadata[META_STATE_DIFFS], "a reference run must change the mailbox"
-    for name, ok, message in run_verifiers(verifiers, task, reference):
-        assert ok, f"{task_id}/{name} rejected the reference actions: {message}"
-    for name, ok, message in run_verifiers(verifiers, task, reference.to_dict()):
-        assert ok, f"{task_id}/{name} rejected the reference actions given as a dict: {message}"
-
-    idle = _replay(http, email_url, scenario, task, [])
-    for name, ok, message in run_verifiers(verifiers, task, idle):
-        assert not ok, f"{task_id}/{name} passed an agent that did nothing: {message}"
-
-    wrong = _replay(http, email_url, scenario, task, WRONG_VARIANTS[task_id])
-    for name, ok, message in run_verifiers(verifiers, task, wrong):
-        assert not ok, f"{task_id}/{name} passed a wrong variant: {message}"
+    assert_verdicts(
+        verifiers,
+        task,
+        reference=_replay(http, email_url, scenario, task, _reference(task)),
+        idle=_replay(http, email_url, scenario, task, []),
+        wrong=[_replay(http, email_url, scenario, task, WRONG_VARIANTS[task_id])],
+    )
 
 
 def test_verifiers_reject_artifacts_without_state(scenario: ScenarioFiles, verifiers: Verifiers) -> None:

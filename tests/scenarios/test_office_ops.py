@@ -13,7 +13,7 @@ import pytest
 
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
-from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, RunArtifacts
+from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.toolservers import BuiltinToolServer, EmailServer, build_host_app
 from eval_pipelines.toolservers.calendar import CalendarServer
@@ -22,6 +22,7 @@ from eval_pipelines.toolservers.records import RecordsServer
 from tests.scenarios.replay import (
     Action,
     Verifiers,
+    assert_verdicts,
     assert_verifiers_import_without_eval_pipelines,
     reference_actions,
     replay,
@@ -236,21 +237,13 @@ def test_reference_actions_pass_and_mistakes_fail(
     host_url: str,
 ) -> None:
     task = scenario.task(task_id)
-
-    reference = _replay(http, host_url, scenario, task, reference_actions(task))
-    assert reference.metadata[META_STATE_DIFFS], "a reference run must change some tool server's state"
-    for name, ok, message in run_verifiers(verifiers, task, reference):
-        assert ok, f"{task_id}/{name} rejected the reference actions: {message}"
-    for name, ok, message in run_verifiers(verifiers, task, reference.to_dict()):
-        assert ok, f"{task_id}/{name} rejected the reference actions given as a dict: {message}"
-
-    idle = _replay(http, host_url, scenario, task, [])
-    for name, ok, message in run_verifiers(verifiers, task, idle):
-        assert not ok, f"{task_id}/{name} passed an agent that did nothing: {message}"
-
-    wrong = _replay(http, host_url, scenario, task, WRONG_VARIANTS[task_id])
-    for name, ok, message in run_verifiers(verifiers, task, wrong):
-        assert not ok, f"{task_id}/{name} passed a wrong variant: {message}"
+    assert_verdicts(
+        verifiers,
+        task,
+        reference=_replay(http, host_url, scenario, task, reference_actions(task)),
+        idle=_replay(http, host_url, scenario, task, []),
+        wrong=[_replay(http, host_url, scenario, task, WRONG_VARIANTS[task_id])],
+    )
 
 
 def test_reference_run_of_the_config_task_passes_its_own_check(

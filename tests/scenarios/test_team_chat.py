@@ -17,7 +17,7 @@ from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.llm import ReferenceBook, create_sim_app
 from eval_pipelines.llm.sim_npc import SIM_NPC, matched_topic, sim_npc_persona
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
-from eval_pipelines.schemas.artifacts import META_NPC_TRANSCRIPTS, META_STATE, META_STATE_DIFFS, RunArtifacts
+from eval_pipelines.schemas.artifacts import META_NPC_TRANSCRIPTS, META_STATE, RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import RolloutStatus
 from eval_pipelines.schemas.scenarios import Task
@@ -30,6 +30,7 @@ from eval_pipelines.verifiers.loader import load_verifier_package
 from tests.scenarios.replay import (
     Action,
     Verifiers,
+    assert_verdicts,
     assert_verifiers_import_without_eval_pipelines,
     reference_actions,
     replay,
@@ -219,22 +220,13 @@ def test_reference_actions_pass_and_mistakes_fail(
     host_url: str,
 ) -> None:
     task = scenario.task(task_id)
-
-    reference = _replay(http, host_url, scenario, task, reference_actions(task))
-    assert reference.metadata[META_STATE_DIFFS], "a reference run must change the state"
-    for name, ok, message in run_verifiers(verifiers, task, reference):
-        assert ok, f"{task_id}/{name} rejected the reference actions: {message}"
-    for name, ok, message in run_verifiers(verifiers, task, reference.to_dict()):
-        assert ok, f"{task_id}/{name} rejected the reference actions given as a dict: {message}"
-
-    idle = _replay(http, host_url, scenario, task, [])
-    for name, ok, message in run_verifiers(verifiers, task, idle):
-        assert not ok, f"{task_id}/{name} passed an agent that did nothing: {message}"
-
-    for index, variant in enumerate(WRONG_VARIANTS[task_id]):
-        wrong = _replay(http, host_url, scenario, task, variant)
-        for name, ok, message in run_verifiers(verifiers, task, wrong):
-            assert not ok, f"{task_id}/{name} passed wrong variant {index}: {message}"
+    assert_verdicts(
+        verifiers,
+        task,
+        reference=_replay(http, host_url, scenario, task, reference_actions(task)),
+        idle=_replay(http, host_url, scenario, task, []),
+        wrong=[_replay(http, host_url, scenario, task, variant) for variant in WRONG_VARIANTS[task_id]],
+    )
 
 
 @pytest.mark.parametrize("task_id", SECRET_TASKS)
