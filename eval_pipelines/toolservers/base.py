@@ -69,9 +69,12 @@ class BuiltinToolServer(ABC):
     #: collection name -> plural noun used in diff summaries ("emails" -> "email(s)").
     collection_nouns: ClassVar[dict[str, str]] = {}
 
-    @abstractmethod
+    #: the server's tools; `tools()` hands out copies, so no caller can change the server's own.
+    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = ()
+
     def tools(self) -> list[ToolDefinition]:
         """Every tool, with a JSON Schema `parameters` object and `mutates_state`."""
+        return [tool.model_copy(deep=True) for tool in self.tool_definitions]
 
     @abstractmethod
     def new_state(self) -> State:

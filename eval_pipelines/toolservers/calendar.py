@@ -41,7 +41,7 @@ _LIMIT = {
 _TIME_MIN = string_param(f"Only events ending after this ISO 8601 date-time, e.g. {_TIME_EXAMPLE}.")
 _TIME_MAX = string_param(f"Only events starting before this ISO 8601 date-time, e.g. {_TIME_EXAMPLE}.")
 
-_TOOLS: list[ToolDefinition] = [
+_TOOLS: tuple[ToolDefinition, ...] = (
     ToolDefinition(
         name="list_calendars",
         description="List every calendar you can see: uid, name, owner and whether it is read-only.",
@@ -127,7 +127,7 @@ _TOOLS: list[ToolDefinition] = [
         ),
         mutates_state=False,
     ),
-]
+)
 
 
 def format_utc(moment: datetime) -> str:
@@ -169,14 +169,12 @@ def _attendee_list(value: list[str], parameter: str) -> list[str]:
 
 class CalendarServer(BuiltinToolServer):
     name: ClassVar[str] = "calendar"
+    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = _TOOLS
     collection_nouns: ClassVar[dict[str, str]] = {
         "events": "calendar event(s)",
         "calendars": "calendar(s)",
         "settings": "setting(s)",
     }
-
-    def tools(self) -> list[ToolDefinition]:
-        return [tool.model_copy(deep=True) for tool in _TOOLS]
 
     # -- state -----------------------------------------------------------------------------------------
 

@@ -84,7 +84,7 @@ def _message_param(description: str) -> dict[str, Any]:
     return string_param(description, minLength=1, maxLength=MAX_MESSAGE_CHARS)
 
 
-_TOOLS: list[ToolDefinition] = [
+_TOOLS: tuple[ToolDefinition, ...] = (
     ToolDefinition(
         name="list_channels",
         description="List the team chat's channels with their topic and number of messages.",
@@ -161,7 +161,7 @@ _TOOLS: list[ToolDefinition] = [
         ),
         mutates_state=True,
     ),
-]
+)
 
 
 @dataclass(frozen=True)
@@ -194,6 +194,7 @@ class ChatServer(BuiltinToolServer):
     (`configure(runtime, {"npc_model": {...}})`); the default is the deterministic simulated NPC."""
 
     name: ClassVar[str] = "chat"
+    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = _TOOLS
     collection_nouns: ClassVar[dict[str, str]] = {
         MESSAGES: "message(s)",
         ROOMS: "room(s)",
@@ -203,9 +204,6 @@ class ChatServer(BuiltinToolServer):
 
     def __init__(self, responder: NpcResponder | None = None) -> None:
         self.responder: NpcResponder = responder or SimulatedNpcResponder()
-
-    def tools(self) -> list[ToolDefinition]:
-        return [tool.model_copy(deep=True) for tool in _TOOLS]
 
     # -- runtime settings (never state) ----------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ _SEED_KEYS = {"account", "contacts", "emails"}
 _SEED_EMAIL_KEYS = {"id", "from", "to", "cc", "subject", "body", "folder", "timestamp", "read", "in_reply_to"}
 
 
-_TOOLS: list[ToolDefinition] = [
+_TOOLS: tuple[ToolDefinition, ...] = (
     ToolDefinition(
         name="send_email",
         description="Send a new email from your account. Separate several recipients with commas.",
@@ -131,7 +131,7 @@ _TOOLS: list[ToolDefinition] = [
         parameters=object_schema({}, []),
         mutates_state=True,
     ),
-]
+)
 
 
 def _with_prefix(prefix: str, subject: str, also: tuple[str, ...] = ()) -> str:
@@ -143,14 +143,12 @@ def _with_prefix(prefix: str, subject: str, also: tuple[str, ...] = ()) -> str:
 
 class EmailServer(BuiltinToolServer):
     name: ClassVar[str] = "email"
+    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = _TOOLS
     collection_nouns: ClassVar[dict[str, str]] = {
         "emails": "email(s)",
         "contacts": "contact(s)",
         "settings": "setting(s)",
     }
-
-    def tools(self) -> list[ToolDefinition]:
-        return [tool.model_copy(deep=True) for tool in _TOOLS]
 
     # -- state -----------------------------------------------------------------------------------------
 

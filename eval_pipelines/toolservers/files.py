@@ -67,7 +67,7 @@ _SEED_KEYS = {"files"}
 _SEED_FILE_KEYS = {"path", "content"}
 
 
-_TOOLS: list[ToolDefinition] = [
+_TOOLS: tuple[ToolDefinition, ...] = (
     ToolDefinition(
         name="read_file",
         description=f"Read a text file of the workspace (the first {READ_LIMIT_BYTES // 1024} KiB).",
@@ -116,7 +116,7 @@ _TOOLS: list[ToolDefinition] = [
         ),
         mutates_state=True,
     ),
-]
+)
 
 
 class WorkspaceDirectory:
@@ -358,6 +358,7 @@ class FilesServer(BuiltinToolServer):
     """Files and coding tools over one directory per workspace, under a temporary root owned by this object."""
 
     name: ClassVar[str] = "files"
+    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = _TOOLS
     collection_nouns: ClassVar[dict[str, str]] = {"files": "file(s)"}
 
     def __init__(self, root: Path | None = None) -> None:
@@ -367,9 +368,6 @@ class FilesServer(BuiltinToolServer):
             root = Path(self._owned_root.name)
         root.mkdir(parents=True, exist_ok=True)
         self.root = Path(os.path.realpath(root))
-
-    def tools(self) -> list[ToolDefinition]:
-        return [tool.model_copy(deep=True) for tool in _TOOLS]
 
     # -- state -----------------------------------------------------------------------------------------
 

@@ -66,7 +66,7 @@ _LIMIT = {
     "default": DEFAULT_LIMIT,
 }
 
-_TOOLS: list[ToolDefinition] = [
+_TOOLS: tuple[ToolDefinition, ...] = (
     ToolDefinition(
         name="create_ticket",
         description="Open a new helpdesk ticket (status 'open'). The requester defaults to your own account.",
@@ -144,7 +144,7 @@ _TOOLS: list[ToolDefinition] = [
         ),
         mutates_state=True,
     ),
-]
+)
 
 
 def _one_address(value: str, parameter: str) -> str:
@@ -173,10 +173,8 @@ def _most_urgent_first(tickets: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 class RecordsServer(BuiltinToolServer):
     name: ClassVar[str] = "records"
+    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = _TOOLS
     collection_nouns: ClassVar[dict[str, str]] = {"tickets": "ticket(s)", "settings": "setting(s)"}
-
-    def tools(self) -> list[ToolDefinition]:
-        return [tool.model_copy(deep=True) for tool in _TOOLS]
 
     # -- state -----------------------------------------------------------------------------------------
 
