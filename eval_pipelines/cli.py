@@ -27,7 +27,11 @@ from eval_pipelines.sweeps import (
     sweep_scenarios,
 )
 
+#: A Dagster step of the sweep failed (its run in the UI says why).
+EXIT_STEP_FAILED = 1
 EXIT_USER_ERROR = 2
+#: Some model x scenario ended in errors above the sweep's `error_threshold`: its pass rate is not a result.
+EXIT_ERRORS = 3
 
 
 class UserError(Exception):
@@ -134,37 +138,61 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         console.print(f"marked {run.abandoned_runs} run(s) of a killed sweep as failed and freed their pool slots")
     _, rows = pass_rate_rows(run.paths().duckdb, run.sweep_id)
     print_pass_rates(rows, sweep_id=run.sweep_id)
+    return sweep_exit_code(run.paths().duckdb, run.sweep_id, sweep.error_threshold, failures)
+
+
+def sweep_exit_code(duckdb_path: Path, sweep_id: str, threshold: float, failures: Sequence[str]) -> int:
+    """Say what makes the sweep's numbers untrustworthy, one line each, and choose the exit code: a pair whose
+    error share exceeds the threshold (EXIT_ERRORS), then a Dagster step that failed (EXIT_STEP_FAILED)."""
+    from eval_pipelines.pipeline.health import broken_pairs
+
+    broken = broken_pairs(duckdb_path, sweep_id, threshold) if duckdb_path.is_file() else []
+    for pair in broken:
+        print(f"eval-pipelines: errors above {threshold:.0%}: {pair.line()}", file=sys.stderr)
     if failures:
-        console.print(f"[red]failed:[/] {', '.join(failures)} (see `dagster dev -w workspace.yaml`)")
-        return 1
-    return 0
+        print(
+            f"eval-pipelines: failed: {', '.join(failures)} (see `dagster dev -w workspace.yaml`)", file=sys.stderr
+        )
+    if broken:
+        return EXIT_ERRORS
+    return EXIT_STEP_FAILED if failures else 0
 
 
 def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_id: str) -> None:
-    """One sweep's pass rates with their task-clustered 95% t-intervals (scenario_model_metrics)."""
+    """One sweep's pass rates with their task-clustered 95% t-intervals (scenario_model_metrics). Errored
+    rollouts are not in n or the rate: their count stands beside them."""
     from rich.console import Console
     from rich.table import Table
 
     from eval_pipelines.reports import model_label
 
-    table = Table(title=f"Pass rates: sweep {sweep_id}")
-    for column in ("scenario", "model", "tasks", "n", "passes", "pass rate", "95% CI", "variance", "std"):
+    table = Table(title=f"Pass rates: sweep {sweep_id}", caption="errors: rollouts that say nothing about the model")
+    columns = ("scenario", "model", "tasks", "n", "passes", "pass rate", "95% CI", "errors", "variance", "std")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("scenario", "model") else "right")
     for row in rows:
         low, high = row["ci_t_low"], row["ci_t_high"]
         interval = "-" if low is None or high is None else f"{max(low, 0.0):.2f}-{min(high, 1.0):.2f}"
+        n_errors = row.get("n_errors") or 0
+        errors = f"{n_errors} ({row['error_share']:.0%})" if n_errors else "0"
         table.add_row(
             row["scenario_id"],
             model_label(row["model_name"], row["is_simulated"]),
             str(row["n_tasks"]),
             str(row["n"]),
             str(row["passes"]),
-            f"{row['pass_rate']:.3f}",
+            _rate(row["pass_rate"]),
             interval,
-            f"{row['variance']:.3f}",
-            f"{row['std']:.3f}",
+            f"[red]{errors}[/]" if n_errors else errors,
+            _rate(row["variance"]),
+            _rate(row["std"]),
         )
-    Console(width=140).print(table)
+    Console(width=150).print(table)
+
+
+def _rate(value: float | None) -> str:
+    """A NULL rate (no scored rollout: all errored) is shown as such, never as 0."""
+    return "-" if value is None else f"{value:.3f}"
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import dagster as dg
 
 from eval_pipelines.defs.assessment.assets import ASSESSMENT_ASSETS
 from eval_pipelines.defs.evals.assets import (
+    build_error_check,
     build_scores_check,
     build_verification_asset,
     eval_catalog,
@@ -36,7 +37,7 @@ def assets_by_name() -> dict[str, dg.AssetsDefinition]:
 def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=build_assets(),
-        asset_checks=[build_scores_check()],
+        asset_checks=[build_scores_check(), build_error_check()],
         jobs=[sweep_job, celery_sweep_job],
         schedules=build_schedules(sweep_job_for_deployment()),
         sensors=[sync_sweep_partitions],

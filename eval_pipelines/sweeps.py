@@ -83,6 +83,7 @@ def model_config_for(model: SweepModel, source: str = "sweep config") -> ModelCo
         summarize_every_n_turns=model.summarize_every_n_turns,
         context_stride=model.context_stride,
         log_prob=model.log_prob,
+        request_timeout_seconds=model.request_timeout_seconds,
     )
 
 

@@ -36,6 +36,7 @@ from eval_pipelines.schemas.runs import (
     MSG_AGENT_FAILED,
     MSG_CANCELLED,
     MSG_TIMEOUT,
+    ErrorClass,
     RolloutPhase,
     RolloutResult,
     RolloutStatus,
@@ -48,7 +49,12 @@ from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
 from eval_pipelines.toolservers.chat import ChatServer
 from eval_pipelines.toolservers.diff import diff_states
-from eval_pipelines.toolservers.npc import npc_configure_settings, npc_seed_item, npc_transcripts
+from eval_pipelines.toolservers.npc import (
+    npc_configure_settings,
+    npc_seed_item,
+    npc_transcripts,
+    withheld_secrets,
+)
 from eval_pipelines.verifiers.loader import VerifierPackage
 from eval_pipelines.verifiers.protocol import combine, verify_task
 
@@ -107,6 +113,19 @@ class RolloutOutcome:
     termination_reason: TerminationReason
     result: RolloutResult
     artifacts: RunArtifacts
+
+    @property
+    def error_class(self) -> ErrorClass | None:
+        return self.result.error_class
+
+
+@dataclass
+class _Ending:
+    """How the agent part of a rollout ended; `error_class` set when something other than the agent failed."""
+
+    status: RolloutStatus
+    reason: TerminationReason
+    error_class: ErrorClass | None = None
 
 
 #: What an agent's constructor may ask for, by parameter name.
@@ -182,8 +201,6 @@ class RolloutEngine:
         artifacts.set_on_step(observer.step)
         workspaces: dict[str, str] = {}
         initial: dict[str, Any] = {}
-        status = RolloutStatus.COMPLETED
-        reason = TerminationReason.FINAL_RESPONSE
         outcomes: list[VerifierOutcome] = []
         environment: UnifiedEnvironment | None = None
         try:
@@ -207,9 +224,7 @@ class RolloutEngine:
                     await self.admin.configure(workspaces[NPC_SERVER], npc_configure_settings(spec.user_model_config))
             except (WorkspaceError, KeyError) as exc:
                 artifacts.set_error(f"Workspace provisioning failed: {exc}")
-                return self._finish(
-                    spec, artifacts, RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, [], started
-                )
+                return self._finish(spec, artifacts, _PROVISIONING_FAILED, [], started)
 
             observer.phase(RolloutPhase.AGENT_RUNNING, "step 0")
             environment = UnifiedEnvironment(
@@ -228,22 +243,20 @@ class RolloutEngine:
                     await environment.aconnect()
                 except Exception as exc:  # an MCP server that cannot start is a provisioning failure
                     artifacts.set_error(f"Workspace provisioning failed: MCP server: {exc}")
-                    return self._finish(
-                        spec, artifacts, RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, [], started
-                    )
-            status, reason = await self._run_agent(spec, environment, artifacts, cancel)
+                    return self._finish(spec, artifacts, _PROVISIONING_FAILED, [], started)
+            ending = await self._run_agent(spec, environment, artifacts, cancel)
             for server, tools in environment.http_tool_listings().items():
                 self._tool_listings.setdefault(self._base_url(spec, server), tools)
             snapshot_error = await self._capture_state(spec, environment, workspaces, initial, artifacts)
-            if snapshot_error is not None and status == RolloutStatus.COMPLETED:
+            if snapshot_error is not None and ending.error_class is None:
                 # Verifiers read the final state; without it a "fail" would be a wrong number, not a result.
                 artifacts.set_error(snapshot_error)
-                status, reason = RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR
+                ending = _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.TOOL_SERVER)
 
-            if status == RolloutStatus.COMPLETED:
+            if ending.status == RolloutStatus.COMPLETED:
                 observer.phase(RolloutPhase.VERIFYING)
                 outcomes = self.verify(spec, artifacts)
-            return self._finish(spec, artifacts, status, reason, outcomes, started)
+            return self._finish(spec, artifacts, ending, outcomes, started)
         finally:
             if environment is not None:
                 await environment.aclose()
@@ -281,12 +294,12 @@ class RolloutEngine:
 
     async def _run_agent(
         self, spec: RolloutSpec, environment: BaseEnvironment, artifacts: RunArtifacts, cancel: asyncio.Event
-    ) -> tuple[RolloutStatus, TerminationReason]:
+    ) -> _Ending:
         try:
             agent = self.agent_factory(spec, self.clients, cancel)
         except (ValueError, TypeError) as exc:  # an unloadable custom agent fails this rollout, with the reason
             artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
-            return RolloutStatus.FAILED, TerminationReason.AGENT_ERROR
+            return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR)
 
         async def drive() -> None:
             await _maybe_await(agent.setup(environment))
@@ -309,25 +322,30 @@ class RolloutEngine:
             await asyncio.gather(agent_task, return_exceptions=True)
             if cancel.is_set():
                 artifacts.set_error(MSG_CANCELLED)
-                return RolloutStatus.FAILED, TerminationReason.CANCELLED
+                return _Ending(RolloutStatus.FAILED, TerminationReason.CANCELLED, ErrorClass.CANCELLED)
             artifacts.set_error(MSG_TIMEOUT)
             artifacts.metadata[META_TIMEOUT] = True
-            return RolloutStatus.FAILED, TerminationReason.TIMEOUT
+            return _Ending(RolloutStatus.FAILED, TerminationReason.TIMEOUT)
         try:
             agent_task.result()
         except asyncio.CancelledError:
             artifacts.set_error(MSG_CANCELLED)
-            return RolloutStatus.FAILED, TerminationReason.CANCELLED
+            return _Ending(RolloutStatus.FAILED, TerminationReason.CANCELLED, ErrorClass.CANCELLED)
         except ToolServerUnavailable as exc:
             artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
-            return RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR
-        except (LLMError, Exception) as exc:
+            return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.TOOL_SERVER)
+        except LLMError as exc:
+            # The endpoint failed (unreachable, refused, rate limited after retries, 5xx, timeout, garbage):
+            # nothing was learned about the model's skill.
             artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
-            return RolloutStatus.FAILED, TerminationReason.AGENT_ERROR
+            return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR, ErrorClass.MODEL_ENDPOINT)
+        except Exception as exc:
+            artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
+            return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR)
         declared = artifacts.metadata.get(META_TERMINATION)
         if declared == TerminationReason.MAX_STEPS.value:
-            return RolloutStatus.COMPLETED, TerminationReason.MAX_STEPS
-        return RolloutStatus.COMPLETED, TerminationReason.FINAL_RESPONSE
+            return _Ending(RolloutStatus.COMPLETED, TerminationReason.MAX_STEPS)
+        return _Ending(RolloutStatus.COMPLETED, TerminationReason.FINAL_RESPONSE)
 
     async def _capture_state(
         self,
@@ -364,16 +382,20 @@ class RolloutEngine:
         self,
         spec: RolloutSpec,
         artifacts: RunArtifacts,
-        status: RolloutStatus,
-        reason: TerminationReason,
+        ending: _Ending,
         outcomes: list[VerifierOutcome],
         started: float,
     ) -> RolloutOutcome:
         usage = TokenUsage.model_validate(artifacts.metadata.get(META_USAGE) or {})
-        if status == RolloutStatus.COMPLETED:
+        if ending.status == RolloutStatus.COMPLETED:
             success, reward, partial, message = combine(outcomes)
         else:
-            success, reward, partial, message = False, 0.0, 0.0, artifacts.error or status.value
+            success, reward, partial, message = False, 0.0, 0.0, artifacts.error or ending.status.value
+        error_class = ending.error_class
+        if error_class is None and not success:
+            error_class, cause = _error_behind_failure(artifacts, outcomes)
+            if cause is not None:
+                message = f"{cause}; {message}" if message else cause
         result = RolloutResult(
             success=success,
             message=message,
@@ -386,6 +408,32 @@ class RolloutEngine:
             completion_tokens=usage.completion_tokens,
             total_tokens=usage.total_tokens,
             verifiers=outcomes,
-            termination_reason=reason.value,
+            termination_reason=ending.reason.value,
+            error_class=error_class,
         )
-        return RolloutOutcome(status=status, termination_reason=reason, result=result, artifacts=artifacts)
+        return RolloutOutcome(
+            status=ending.status, termination_reason=ending.reason, result=result, artifacts=artifacts
+        )
+
+
+_PROVISIONING_FAILED = _Ending(RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, ErrorClass.TOOL_SERVER)
+
+
+def _error_behind_failure(
+    artifacts: RunArtifacts, outcomes: list[VerifierOutcome]
+) -> tuple[ErrorClass | None, str | None]:
+    """A rollout that did not pass, looked at for a cause other than the agent: a verifier without a verdict, or
+    an NPC whose model failed or withheld what it had to reveal. (class, sentence naming the cause), or
+    (None, None) when the failure is the agent's own."""
+    broken = [o for o in outcomes if o.is_error]
+    if broken:
+        return ErrorClass.VERIFIER, f"verifier {broken[0].module!r} gave no verdict"
+    npc_failures = [r for r in artifacts.tool_results if r.error_source == ErrorClass.NPC_MODEL.value]
+    if npc_failures:
+        return ErrorClass.NPC_MODEL, f"the NPC model failed {len(npc_failures)} time(s) during the rollout"
+    state = artifacts.metadata.get(META_STATE) or {}
+    if NPC_SERVER in state:
+        withheld = withheld_secrets(state[NPC_SERVER])
+        if withheld:
+            return ErrorClass.NPC_MODEL, withheld[0]
+    return None, None

@@ -215,7 +215,7 @@ class UnifiedEnvironment(BaseEnvironment):
             diff = step.state_diff.model_copy(update={"tool_server": tool_server})
             self.state_diffs.append(diff)
             observation = observation_with_state_diff(observation, diff.summary)
-        return ToolCallResult(observation=observation, is_error=step.is_error)
+        return ToolCallResult(observation=observation, is_error=step.is_error, error_source=step.error_source)
 
     async def aclose(self) -> None:
         connections, self._mcp = list(self._mcp.values()), {}

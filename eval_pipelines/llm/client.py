@@ -118,7 +118,7 @@ class ChatClient:
         cls,
         cfg: ModelConfig,
         *,
-        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         http_client: httpx.AsyncClient | None = None,
@@ -128,7 +128,8 @@ class ChatClient:
         return cls(
             cfg.resolved_base_url(),
             cfg.reveal_api_key(),
-            timeout_seconds=timeout_seconds,
+            # The caller's choice, else the model's own per-call timeout from its sweep entry, else the default.
+            timeout_seconds=timeout_seconds or cfg.request_timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
             retry=retry,
             max_concurrency=max_concurrency,
             http_client=http_client,

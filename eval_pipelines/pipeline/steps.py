@@ -20,7 +20,7 @@ from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.scenarios.catalog import ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.runs import Rollout, RunLaunchRequest
+from eval_pipelines.schemas.runs import Rollout, RunLaunchRequest, error_class_of
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.sweeps import ConfigError, model_config_for, run_name
@@ -56,6 +56,8 @@ def launch_request(
         "rollout_count": sweep.rollout_count,
         "max_parallel": sweep.max_parallel,
         "run_name": run_name(sweep_id, scenario.scenario_id, model.name),
+        "error_retries": sweep.error_retries,
+        "error_retry_backoff_seconds": sweep.error_retry_backoff_seconds,
     }
     if model.user_model:
         npc_model = next((m for m in sweep.models if m.name == model.user_model), None)
@@ -98,6 +100,10 @@ class CollectSummary:
     by_status: dict[str, int]
     rows_written: dict[str, int]
     preview: list[dict[str, Any]] = field(default_factory=list)
+    #: error class -> rollouts that ended in it (errors are not the agent's failures).
+    by_error_class: dict[str, int] = field(default_factory=dict)
+    #: attempts made beyond the first, over every rollout (retried errors).
+    retries: int = 0
 
 
 #: Rollouts whose artifacts are held in memory at once while a run is written to the warehouse.
@@ -128,6 +134,8 @@ def run_and_collect(
     run_id = backend.launch_or_resume(request)
     backend.complete_run(run_id, request, timeout_seconds=timeout_seconds, progress=progress)
     by_status: Counter[str] = Counter()
+    by_error_class: Counter[str] = Counter()
+    retries = 0
     preview: list[dict[str, Any]] = []
 
     def chunks() -> Iterator[dict[str, pa.Table]]:
@@ -136,13 +144,20 @@ def run_and_collect(
         for page in backend.rollout_pages(run_id, COLLECT_CHUNK):
             collected: list[tuple[Rollout, RunArtifacts | None, str | None]] = []
             for rollout in page:
+                nonlocal retries
                 by_status[rollout.status.value] += 1
+                if rollout.status.is_terminal:
+                    error_class = error_class_of(rollout.status.value, rollout.termination_reason, rollout.result)
+                    if error_class is not None:
+                        by_error_class[error_class.value] += 1
+                    retries += rollout.result.attempts - 1 if rollout.result is not None else 0
                 if len(preview) < PREVIEW_ROWS:
                     preview.append(
                         {
                             "task_id": rollout.task_id,
                             "rollout": rollout.rollout_index,
                             "status": rollout.status.value,
+                            "error_class": (rollout.result.error_class if rollout.result else None) or "",
                             "success": bool(rollout.result and rollout.result.success),
                             "steps": rollout.result.steps_taken if rollout.result else 0,
                         }
@@ -164,7 +179,14 @@ def run_and_collect(
         chunks(), model_key=ctx.model_key, scenario_key=ctx.scenario_key, file_stem=run_id
     )
     warehouse.write_tasks(tasks_table(scenario.scenario_id, scenario.tasks().values()), ctx.scenario_key)
-    return CollectSummary(run_id, sum(by_status.values()), dict(by_status), rows_written, preview)
+    return CollectSummary(
+        run_id, sum(by_status.values()), dict(by_status), rows_written, preview, dict(by_error_class), retries
+    )
+
+
+def verification_file_stem(verifier_version: str) -> str:
+    """A partition's programmatic verdicts at one verifier package version live in one file of this stem."""
+    return f"verifiers-{verifier_version}"
 
 
 @dataclass
@@ -175,6 +197,8 @@ class VerifySummary:
     skipped: int
     rows_written: int
     file: str | None
+    #: rollouts on which some verifier gave no verdict (a `verifier` error, never a failure).
+    verifier_errors: int = 0
 
 
 def _partition_rollouts(warehouse: Warehouse, model_key: str, scenario_key: str) -> pa.Table | None:
@@ -208,7 +232,7 @@ def verify_partition(
     tasks = scenario.tasks()
     verified_at = verified_at or dt.datetime.now(dt.UTC)
     records: list[VerificationRecord] = []
-    verified = passed = skipped = 0
+    verified = passed = skipped = verifier_errors = 0
     for row in stored.to_pylist():
         path = row["artifacts_path"]
         task = tasks.get(row["task_id"])
@@ -219,6 +243,7 @@ def verify_partition(
         outcomes = verify_task(package, task.verifiers, artifacts)
         verified += 1
         passed += int(bool(outcomes) and all(o.success for o in outcomes))
+        verifier_errors += int(any(o.is_error for o in outcomes))
         records.extend(
             VerificationRecord(
                 sweep_id=row["sweep_id"],
@@ -236,9 +261,13 @@ def verify_partition(
         logger.warning("%d stored rollouts had no trace or task and were not verified", skipped)
     table = verification_table(records)
     file = warehouse.write(
-        "verifications", table, model_key=model_key, scenario_key=scenario_key, file_stem=f"verifiers-{version}"
+        "verifications",
+        table,
+        model_key=model_key,
+        scenario_key=scenario_key,
+        file_stem=verification_file_stem(version),
     )
-    return VerifySummary(version, verified, passed, skipped, table.num_rows, str(file))
+    return VerifySummary(version, verified, passed, skipped, table.num_rows, str(file), verifier_errors)
 
 
 @dataclass
@@ -265,7 +294,7 @@ def check_partition_scores(
             if row["artifacts_path"] and task is not None and task.verifiers:
                 expected.add(row["rollout_id"])
     path = warehouse.path_for(
-        "verifications", model_key=model_key, scenario_key=scenario_key, file_stem=f"verifiers-{version}"
+        "verifications", model_key=model_key, scenario_key=scenario_key, file_stem=verification_file_stem(version)
     )
     scored: set[str] = set()
     out_of_range = 0

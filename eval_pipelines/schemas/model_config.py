@@ -20,6 +20,8 @@ MAX_TEMPERATURE = 2.0
 DEFAULT_MAX_STEPS = 30
 DEFAULT_CONTEXT_STRIDE = 3
 DEFAULT_SUMMARIZE_EVERY_N_TURNS = 0
+#: Upper bound of a per-call LLM timeout (`request_timeout_seconds`); None keeps each caller's default.
+MAX_REQUEST_TIMEOUT_SECONDS = 3600.0
 API_KEY_PLACEHOLDER = "<PROVIDER_API_KEY>"
 MASK = "**********"
 
@@ -58,6 +60,9 @@ class ModelConfig(StrictModel):
     log_prob: bool = False
     summarize_every_n_turns: int = Field(default=DEFAULT_SUMMARIZE_EVERY_N_TURNS, ge=0)
     context_stride: int = Field(default=DEFAULT_CONTEXT_STRIDE, ge=1)
+    #: local extension: the timeout of one chat-completion call; None keeps the caller's default (agent,
+    #: judge and NPC each have their own), and requests omit it.
+    request_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_REQUEST_TIMEOUT_SECONDS)
 
     @field_serializer("api_key", when_used="always")
     def _mask_key(self, value: SecretStr) -> str:
@@ -99,6 +104,7 @@ class ModelConfigEcho(WireModel):
     log_prob: bool = False
     summarize_every_n_turns: int = DEFAULT_SUMMARIZE_EVERY_N_TURNS
     context_stride: int = DEFAULT_CONTEXT_STRIDE
+    request_timeout_seconds: float | None = None
 
 
 def strip_secrets(data: Any) -> Any:

@@ -66,6 +66,53 @@ class TerminationReason(StrEnum):
     COST_CEILING = "cost_ceiling"
 
 
+class ErrorClass(StrEnum):
+    """Why a rollout ended in an *error*: something other than the agent failed, so the rollout says nothing
+    about the model's skill. Errors are kept out of every pass rate and shown beside it (a local extension)."""
+
+    #: the model endpoint was unreachable, refused the key, stayed rate limited, failed (5xx), timed out, or
+    #: answered with something that is not a completion.
+    MODEL_ENDPOINT = "model_endpoint"
+    #: a tool server could not provision, seed, answer or snapshot a workspace.
+    TOOL_SERVER = "tool_server"
+    #: the model playing an NPC failed, or did not reveal what its persona must reveal when asked.
+    NPC_MODEL = "npc_model"
+    #: a verifier crashed, returned garbage, or could not run: the verdict is missing, not negative.
+    VERIFIER = "verifier"
+    #: the rollout was stopped (cancel, SIGINT/SIGTERM, or the process running it died).
+    CANCELLED = "cancelled"
+    #: the sweep's cost ceiling kept the rollout from starting.
+    BUDGET = "budget"
+    #: a fault in this project's own engine.
+    INTERNAL = "internal"
+
+    @property
+    def is_retryable(self) -> bool:
+        """Worth running the rollout again: a passing outage, not a deterministic or deliberate stop."""
+        return self in RETRYABLE_ERROR_CLASSES
+
+
+RETRYABLE_ERROR_CLASSES = frozenset(
+    {ErrorClass.MODEL_ENDPOINT, ErrorClass.TOOL_SERVER, ErrorClass.NPC_MODEL, ErrorClass.INTERNAL}
+)
+
+#: Errors known only by their termination reason (rows written before `error_class` existed, other services).
+ERROR_CLASS_OF_REASON: dict[str, ErrorClass] = {
+    "cancelled": ErrorClass.CANCELLED,
+    "server_restart": ErrorClass.CANCELLED,
+    "cost_ceiling": ErrorClass.BUDGET,
+    "workspace_error": ErrorClass.TOOL_SERVER,
+    "infrastructure_error": ErrorClass.TOOL_SERVER,
+    "verifier_error": ErrorClass.VERIFIER,
+}
+
+#: Error retries per rollout when a launch does not say (the sweep option `error_retries`).
+DEFAULT_ERROR_RETRIES = 2
+MAX_ERROR_RETRIES = 10
+#: First wait before an errored rollout runs again; doubled per attempt, with jitter (`error_retry_backoff_seconds`).
+DEFAULT_ERROR_RETRY_BACKOFF_SECONDS = 1.0
+MAX_ERROR_RETRY_BACKOFF_SECONDS = 300.0
+
 MSG_MAX_STEPS = "Max steps reached without final assistant response"
 MSG_CANCELLED = "Cancelled"
 MSG_TIMEOUT = "Rollout timeout exceeded"
@@ -96,6 +143,11 @@ class RunLaunchRequest(StrictModel):
     max_cost_usd: float | None = Field(default=None, gt=0)
     #: local extension: a custom agent as 'module.path:ClassName'; omitted from requests when unset.
     agent: str | None = Field(default=None, pattern=AGENT_PATH_PATTERN)
+    #: local extension: how many times a rollout that ends in a retryable *error* (never a failure) runs again;
+    #: None (omitted from requests) means DEFAULT_ERROR_RETRIES.
+    error_retries: int | None = Field(default=None, ge=0, le=MAX_ERROR_RETRIES)
+    #: local extension: the first wait before such a retry, doubled per attempt, with jitter; None: the default.
+    error_retry_backoff_seconds: float | None = Field(default=None, ge=0, le=MAX_ERROR_RETRY_BACKOFF_SECONDS)
 
     @model_validator(mode="after")
     def _check_overrides_and_source(self) -> RunLaunchRequest:
@@ -184,6 +236,17 @@ class TokenUsage(WireModel):
         )
 
 
+class AttemptError(WireModel):
+    """An attempt of a rollout that ended in a retryable error and was run again (a local extension)."""
+
+    attempt: int
+    error_class: ErrorClass
+    message: str = ""
+    termination_reason: str | None = None
+    started_at: str | None = None
+    completed_at: str | None = None
+
+
 class RolloutResult(WireModel):
     success: bool = False
     message: str = ""
@@ -197,6 +260,22 @@ class RolloutResult(WireModel):
     total_tokens: int = 0
     verifiers: list[VerifierOutcome] = Field(default_factory=list)
     termination_reason: str | None = None
+    #: local extension: set when the rollout ended in an error (not the agent's failure); see `ErrorClass`.
+    error_class: ErrorClass | None = None
+    #: local extension: attempts made, the final one included; earlier ones ended in retryable errors.
+    attempts: int = 1
+    attempt_errors: list[AttemptError] = Field(default_factory=list)
+
+
+def error_class_of(status: str, termination_reason: str | None, result: RolloutResult | None) -> ErrorClass | None:
+    """The error class of a finished rollout: what the engine recorded, else what its termination reason implies
+    (rollouts failed by the store, rows from before the field existed). None for a pass or an agent's failure."""
+    if result is not None and result.error_class is not None:
+        return result.error_class
+    if status == RolloutStatus.WORKSPACE_ERROR.value:
+        return ErrorClass.TOOL_SERVER
+    reason = termination_reason or (result.termination_reason if result is not None else None)
+    return ERROR_CLASS_OF_REASON.get(reason or "")
 
 
 class Rollout(WireModel):

@@ -12,14 +12,23 @@ from eval_pipelines.schemas.model_config import (
     DEFAULT_MAX_STEPS,
     DEFAULT_SUMMARIZE_EVERY_N_TURNS,
     DEFAULT_TEMPERATURE,
+    MAX_REQUEST_TIMEOUT_SECONDS,
     MAX_TEMPERATURE,
     MIN_TEMPERATURE,
     Provider,
 )
-from eval_pipelines.schemas.runs import AGENT_PATH_PATTERN
+from eval_pipelines.schemas.runs import (
+    AGENT_PATH_PATTERN,
+    DEFAULT_ERROR_RETRIES,
+    DEFAULT_ERROR_RETRY_BACKOFF_SECONDS,
+    MAX_ERROR_RETRIES,
+    MAX_ERROR_RETRY_BACKOFF_SECONDS,
+)
 
 SIMULATED_BASE_URL = "sim://local"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
+#: Share of errored rollouts in one model x scenario above which a sweep is reported broken (`error_threshold`).
+DEFAULT_ERROR_THRESHOLD = 0.2
 
 
 class SweepModel(StrictModel):
@@ -44,6 +53,13 @@ class SweepModel(StrictModel):
     )
     user_model: str | None = Field(
         default=None, description="name of another model of this sweep that plays the NPCs (simulated users)"
+    )
+    request_timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_REQUEST_TIMEOUT_SECONDS,
+        description="timeout of one chat-completion call to this model, whether it acts as agent, judge or NPC; "
+        "default: 120 s as an agent, 60 s as a judge, 20 s as an NPC",
     )
 
     @property
@@ -82,6 +98,26 @@ class SweepConfig(StrictModel):
         "its verdicts are compared with the verifiers, never counted in pass rates",
     )
     max_cost_usd: float | None = Field(default=None, gt=0)
+    error_retries: int = Field(
+        default=DEFAULT_ERROR_RETRIES,
+        ge=0,
+        le=MAX_ERROR_RETRIES,
+        description="how many times a rollout that ends in an error (endpoint, tool server, NPC model) runs again; "
+        "a failure by the agent is never retried",
+    )
+    error_retry_backoff_seconds: float = Field(
+        default=DEFAULT_ERROR_RETRY_BACKOFF_SECONDS,
+        ge=0,
+        le=MAX_ERROR_RETRY_BACKOFF_SECONDS,
+        description="first wait before such a retry; doubled per attempt, with jitter",
+    )
+    error_threshold: float = Field(
+        default=DEFAULT_ERROR_THRESHOLD,
+        ge=0,
+        le=1,
+        description="share of errored rollouts in a model x scenario above which the sweep exits non-zero and the "
+        "verification asset check fails",
+    )
 
     @field_validator("name")
     @classmethod

@@ -79,6 +79,8 @@ class StepResponse(WireModel):
     observation: str
     is_error: bool = False
     state_diff: StateDiff | None = None
+    #: local extension: what failed when it was not the call itself (an `ErrorClass` value, e.g. `npc_model`).
+    error_source: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -106,6 +108,8 @@ class ToolCall(WireModel):
 class ToolCallResult(WireModel):
     observation: Any = None
     is_error: bool = False
+    #: local extension: set when something other than the agent's call failed (see `StepResponse`).
+    error_source: str | None = None
 
 
 class Transport(StrEnum):

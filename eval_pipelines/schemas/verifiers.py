@@ -41,6 +41,9 @@ class VerifierOutcome(WireModel):
     reward: float = Field(ge=0.0, le=1.0)
     message: str = ""
     output: Any = ""
+    #: local extension: the verifier could not give a verdict (it crashed, exited, timed out or returned
+    #: garbage). The rollout then ends in a `verifier` error: no verdict is not a negative verdict.
+    is_error: bool = False
 
 
 class JudgeVerdict(StrEnum):

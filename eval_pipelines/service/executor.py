@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import shutil
 import uuid
 from collections.abc import Callable
@@ -21,11 +22,16 @@ from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, RolloutSpec
 from eval_pipelines.lib.slots import SlotPool
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
+from eval_pipelines.schemas._base import utc_now_iso
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import (
+    DEFAULT_ERROR_RETRIES,
+    DEFAULT_ERROR_RETRY_BACKOFF_SECONDS,
     MSG_CANCELLED,
     MSG_COST_CEILING,
+    AttemptError,
+    ErrorClass,
     Rollout,
     RolloutLaunchItem,
     RolloutPhase,
@@ -53,6 +59,8 @@ DEFAULT_MAX_ROLLOUTS_PER_RUN = 10_000
 CANCEL_POLL_SECONDS = 1.0
 #: How often a run spread over worker processes reports the rollouts they finished.
 PROGRESS_POLL_SECONDS = 0.5
+#: Characters of an errored attempt's message kept in the rollout's `attempt_errors`.
+ATTEMPT_MESSAGE_CHARS = 500
 #: How long a rollout's phase and step events may wait in memory before they are written.
 PROGRESS_FLUSH_SECONDS = 0.25
 
@@ -85,11 +93,26 @@ def apply_override(task: Task, override: TaskOverride | None) -> tuple[Task, dic
     return task, extra
 
 
-def _failed_outcome(task: Task, status: RolloutStatus, reason: TerminationReason, message: str) -> RolloutOutcome:
+def _failed_outcome(
+    task: Task, status: RolloutStatus, reason: TerminationReason, message: str, error_class: ErrorClass
+) -> RolloutOutcome:
     """The outcome of a rollout that could not run (or be recorded), with the reason in its artifacts."""
     artifacts = RunArtifacts(task_id=task.task_id, task=task.description)
     artifacts.set_error(message)
-    return RolloutOutcome(status, reason, RolloutResult(message=message, termination_reason=reason.value), artifacts)
+    result = RolloutResult(message=message, termination_reason=reason.value, error_class=error_class)
+    return RolloutOutcome(status, reason, result, artifacts)
+
+
+def retry_delay(backoff_seconds: float, attempt: int) -> float:
+    """Wait before attempt `attempt + 1`: exponential in the attempts made, with half of it jittered so that
+    rollouts that failed together (one endpoint outage) do not come back together."""
+    delay = backoff_seconds * 2 ** (attempt - 1)
+    return delay / 2 + random.uniform(0, delay / 2)
+
+
+async def _wait_unless_cancelled(seconds: float, cancel: asyncio.Event) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(cancel.wait(), timeout=seconds)
 
 
 def npc_profiles_of(scenario: ScenarioFiles, task: Task) -> tuple[NpcProfile, ...]:
@@ -389,6 +412,10 @@ class RunExecutor:
 
         ceiling = request.get("max_cost_usd")
         progress = ProgressBuffer(self.store)
+        retries = request.get("error_retries")
+        retries = DEFAULT_ERROR_RETRIES if retries is None else int(retries)
+        backoff = request.get("error_retry_backoff_seconds")
+        backoff = DEFAULT_ERROR_RETRY_BACKOFF_SECONDS if backoff is None else float(backoff)
 
         async def one(rollout: NewRollout) -> None:
             async with slots:
@@ -402,42 +429,7 @@ class RunExecutor:
                 if not self.store.claim(rollout.rollout_id, self.runner):
                     return
                 task, extra = apply_override(scenario.task(rollout.task_id), overrides.get(rollout.task_id))
-                try:
-                    seed = {ts.name: scenario.seed_payload(task, ts.name) for ts in task.tool_servers}
-                except ScenarioError as exc:  # a broken seed file costs the tasks that use it, not the run
-                    outcome = _failed_outcome(
-                        task,
-                        RolloutStatus.WORKSPACE_ERROR,
-                        TerminationReason.WORKSPACE_ERROR,
-                        f"Workspace provisioning failed: {exc}",
-                    )
-                else:
-                    spec = RolloutSpec(
-                        rollout_id=rollout.rollout_id,
-                        run_id=run_id,
-                        scenario_id=scenario.scenario_id,
-                        task=task,
-                        model_config=resolved,
-                        tool_server_urls=urls,
-                        seed=seed,
-                        verifiers=package,
-                        timeout_seconds=timeout_seconds,
-                        rollout_index=rollout.rollout_index,
-                        client_context=extra.get("client_context"),
-                        agent_path=agent_path if isinstance(agent_path, str) else None,
-                        user_model_config=resolved_user,
-                        npc_profiles=npc_profiles_of(scenario, task),
-                    )
-                    try:
-                        outcome = await engine.execute(spec, RollingObserver(progress, rollout.rollout_id), cancel)
-                    except Exception as exc:  # an engine bug must cost one rollout, not the run
-                        logger.exception("rollout %s crashed in the engine", rollout.rollout_id)
-                        outcome = _failed_outcome(
-                            task,
-                            RolloutStatus.FAILED,
-                            TerminationReason.INFRASTRUCTURE_ERROR,
-                            f"Agent execution failed: {type(exc).__name__}: {exc}",
-                        )
+                outcome = await attempts(rollout, task, extra)
                 if "rubric_markdown" in extra:
                     outcome.artifacts.metadata["rubric_markdown"] = extra["rubric_markdown"]
                 target = self.artifacts_path(run_id, rollout.rollout_id)
@@ -451,6 +443,7 @@ class RunExecutor:
                         RolloutStatus.FAILED,
                         TerminationReason.INFRASTRUCTURE_ERROR,
                         f"could not write artifacts to {target}: {exc.strerror or exc}",
+                        ErrorClass.INTERNAL,
                     )
                     path = None
                 progress.flush()  # the rollout's last phases land before its final status
@@ -465,6 +458,82 @@ class RunExecutor:
                     done = self.store.get_rollout(rollout.rollout_id)
                     if done is not None:
                         on_rollout_done(done)
+
+        async def attempts(rollout: NewRollout, task: Task, extra: dict[str, Any]) -> RolloutOutcome:
+            """Run the rollout; while it ends in a retryable error, wait and run it again, up to the run's
+            `error_retries`. A failure by the agent is final at once: retrying it would flatter the model."""
+            failed_attempts: list[AttemptError] = []
+            while True:
+                started_at = utc_now_iso()
+                outcome = await attempt_once(rollout, task, extra)
+                error_class = outcome.error_class
+                if (
+                    error_class is None
+                    or not error_class.is_retryable
+                    or len(failed_attempts) >= retries
+                    or cancel.is_set()
+                ):
+                    break
+                failed_attempts.append(
+                    AttemptError(
+                        attempt=len(failed_attempts) + 1,
+                        error_class=error_class,
+                        message=outcome.result.message[:ATTEMPT_MESSAGE_CHARS],
+                        termination_reason=outcome.termination_reason.value,
+                        started_at=started_at,
+                        completed_at=utc_now_iso(),
+                    )
+                )
+                progress.add(
+                    ProgressEvent.of_phase(
+                        rollout.rollout_id,
+                        RolloutPhase.BUILDING_ENVIRONMENT,
+                        f"attempt {len(failed_attempts) + 1} after a {error_class.value} error",
+                    )
+                )
+                await _wait_unless_cancelled(retry_delay(backoff, len(failed_attempts)), cancel)
+            outcome.result.attempts = len(failed_attempts) + 1
+            outcome.result.attempt_errors = failed_attempts
+            return outcome
+
+        async def attempt_once(rollout: NewRollout, task: Task, extra: dict[str, Any]) -> RolloutOutcome:
+            try:
+                seed = {ts.name: scenario.seed_payload(task, ts.name) for ts in task.tool_servers}
+            except ScenarioError as exc:  # a broken seed file costs the tasks that use it, not the run
+                return _failed_outcome(
+                    task,
+                    RolloutStatus.WORKSPACE_ERROR,
+                    TerminationReason.WORKSPACE_ERROR,
+                    f"Workspace provisioning failed: {exc}",
+                    ErrorClass.TOOL_SERVER,
+                )
+            spec = RolloutSpec(
+                rollout_id=rollout.rollout_id,
+                run_id=run_id,
+                scenario_id=scenario.scenario_id,
+                task=task,
+                model_config=resolved,
+                tool_server_urls=urls,
+                seed=seed,
+                verifiers=package,
+                timeout_seconds=timeout_seconds,
+                rollout_index=rollout.rollout_index,
+                client_context=extra.get("client_context"),
+                agent_path=agent_path if isinstance(agent_path, str) else None,
+                user_model_config=resolved_user,
+                npc_profiles=npc_profiles_of(scenario, task),
+            )
+            try:
+                return await engine.execute(spec, RollingObserver(progress, rollout.rollout_id), cancel)
+            except Exception as exc:  # an engine bug must cost one rollout, not the run
+                logger.exception("rollout %s crashed in the engine", rollout.rollout_id)
+                return _failed_outcome(
+                    task,
+                    RolloutStatus.FAILED,
+                    TerminationReason.INFRASTRUCTURE_ERROR,
+                    f"Agent execution failed: {type(exc).__name__}: {exc}",
+                    ErrorClass.INTERNAL,
+                )
 
         async def watch_for_cancel_request() -> None:
             while not cancel.is_set():

@@ -23,7 +23,9 @@ from eval_pipelines.lib.sqlite import SqliteDatabase
 from eval_pipelines.schemas._base import utc_now_iso
 from eval_pipelines.schemas.model_config import ModelConfigEcho, strip_secrets
 from eval_pipelines.schemas.runs import (
+    ERROR_CLASS_OF_REASON,
     MSG_SERVER_RESTART,
+    ErrorClass,
     Rollout,
     RolloutPhase,
     RolloutResult,
@@ -371,9 +373,11 @@ class RunStore(SqliteDatabase):
                 where.append(f"{column} = ?")
                 params.append(value)
         clause = f"where {' and '.join(where)}" if where else ""
-        rows = self._conn().execute(
-            f"select * from rollouts {clause} order by created_at, task_id, rollout_index", params
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(f"select * from rollouts {clause} order by created_at, task_id, rollout_index", params)
+            .fetchall()
+        )
         events = self._events([r["rollout_id"] for r in rows])
         return [self._rollout_from_row(r, events[r["rollout_id"]]) for r in rows]
 
@@ -383,10 +387,15 @@ class RunStore(SqliteDatabase):
         after: tuple[str, str, int] | None = None
         while True:
             keyset = "" if after is None else " and (created_at, task_id, rollout_index) > (?, ?, ?)"
-            rows = self._conn().execute(
-                f"select * from rollouts where run_id = ?{keyset} order by created_at, task_id, rollout_index limit ?",
-                (run_id, *(after or ()), page_size),
-            ).fetchall()
+            rows = (
+                self._conn()
+                .execute(
+                    f"select * from rollouts where run_id = ?{keyset}"
+                    " order by created_at, task_id, rollout_index limit ?",
+                    (run_id, *(after or ()), page_size),
+                )
+                .fetchall()
+            )
             if not rows:
                 return
             events = self._events([r["rollout_id"] for r in rows])
@@ -401,9 +410,11 @@ class RunStore(SqliteDatabase):
         return self._rollout_from_row(row, self._events([rollout_id])[rollout_id])
 
     def artifacts_path(self, rollout_id: str) -> tuple[RolloutStatus, str | None] | None:
-        row = self._conn().execute(
-            "select status, artifacts_path from rollouts where rollout_id = ?", (rollout_id,)
-        ).fetchone()
+        row = (
+            self._conn()
+            .execute("select status, artifacts_path from rollouts where rollout_id = ?", (rollout_id,))
+            .fetchone()
+        )
         return None if row is None else (RolloutStatus(row["status"]), row["artifacts_path"])
 
     def _append_event(self, db: sqlite3.Connection, rollout_id: str, status: str, detail: str | None, now: str) -> None:
@@ -481,7 +492,12 @@ class RunStore(SqliteDatabase):
     def fail_pending(self, rollout_ids: Sequence[str], reason: TerminationReason, message: str) -> int:
         """Pending rollouts that will never start (cancelled run): straight to failed."""
         now = utc_now_iso()
-        result = RolloutResult(success=False, message=message, termination_reason=reason.value).model_dump_json()
+        result = RolloutResult(
+            success=False,
+            message=message,
+            termination_reason=reason.value,
+            error_class=ERROR_CLASS_OF_REASON.get(reason.value),
+        ).model_dump_json()
         count = 0
         with self._tx() as db:
             for rid in rollout_ids:
@@ -512,29 +528,41 @@ class RunStore(SqliteDatabase):
     def pending_slots(self, run_id: str) -> list[NewRollout]:
         """The run's pending rollouts as the few fields an executor needs, in listing order: a 10,000-rollout
         run costs kilobytes here, where full `Rollout`s with their status events cost tens of megabytes."""
-        rows = self._conn().execute(
-            "select rollout_id, task_id, rollout_index, max_steps from rollouts where run_id = ? and status = 'pending'"
-            " order by created_at, task_id, rollout_index",
-            (run_id,),
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                "select rollout_id, task_id, rollout_index, max_steps from rollouts"
+                " where run_id = ? and status = 'pending' order by created_at, task_id, rollout_index",
+                (run_id,),
+            )
+            .fetchall()
+        )
         return [NewRollout(r["rollout_id"], r["task_id"], r["rollout_index"], r["max_steps"]) for r in rows]
 
     def requeue_unfinished(self, run_id: str, *, retry_failed: bool = True) -> int:
         """Resume: rollouts of the run that did not complete go back to pending (same id, same slot), so each
-        task x rollout index still ends with exactly one completed rollout.
+        task x rollout index still ends with exactly one finished rollout.
 
-        Rollouts interrupted by a dead process are always re-queued; other failures (agent errors, provisioning
-        errors, cancellations) only with `retry_failed`. Rollouts a live process is executing are left alone.
+        Rollouts interrupted by a dead process are always re-queued; other *errors* (endpoint, tool server, NPC
+        model, cancellation, provisioning) only with `retry_failed`. A failure by the agent is never re-queued:
+        running it again until it passes would flatter the model. Rollouts a live process is executing are
+        left alone.
         """
         self.fail_interrupted(run_id=run_id)
         now = utc_now_iso()
-        statuses = "('failed', 'workspace_error')" if retry_failed else "('failed')"
+        if retry_failed:
+            reasons = sorted(ERROR_CLASS_OF_REASON)
+            condition = (
+                "(status = 'workspace_error' or (status = 'failed' and"
+                " (json_extract(result_json, '$.error_class') is not null"
+                f" or termination_reason in ({', '.join('?' * len(reasons))}))))"
+            )
+            params: tuple[str, ...] = (run_id, *reasons)
+        else:
+            condition = "status = 'failed' and termination_reason = ?"
+            params = (run_id, TerminationReason.SERVER_RESTART.value)
         with self._tx() as db:
-            rows = db.execute(
-                f"select rollout_id from rollouts where run_id = ? and status in {statuses}"
-                + ("" if retry_failed else " and termination_reason = ?"),
-                (run_id,) if retry_failed else (run_id, TerminationReason.SERVER_RESTART.value),
-            ).fetchall()
+            rows = db.execute(f"select rollout_id from rollouts where run_id = ? and {condition}", params).fetchall()
             for row in rows:
                 db.execute(
                     "update rollouts set status = 'pending', phase = null, current_step = null, started_at = null,"
@@ -553,7 +581,10 @@ class RunStore(SqliteDatabase):
         """
         now = utc_now_iso()
         result = RolloutResult(
-            success=False, message=MSG_SERVER_RESTART, termination_reason=TerminationReason.SERVER_RESTART.value
+            success=False,
+            message=MSG_SERVER_RESTART,
+            termination_reason=TerminationReason.SERVER_RESTART.value,
+            error_class=ErrorClass.CANCELLED,
         ).model_dump_json()
         where, params = ["status = 'running'"], []
         if runner is not None:

@@ -127,7 +127,10 @@ class WorkspaceStore:
     ) -> dict[str, Any]:
         self._rollback(workspace, before)
         if isinstance(exc, ToolError):
-            return {"observation": exc.message, "is_error": True}
+            body: dict[str, Any] = {"observation": exc.message, "is_error": True}
+            if exc.source is not None:
+                body["error_source"] = exc.source
+            return body
         return {"observation": f"Tool {tool_name} failed: {exc}", "is_error": True}
 
     def _finish_step(

@@ -26,9 +26,12 @@ State = dict[str, dict[str, dict[str, Any]]]
 class ToolError(Exception):
     """A tool call that failed in a way the agent should see: the message becomes the error observation."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, source: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        #: what failed when it was not the agent's call itself (an `ErrorClass` value, e.g. `npc_model`); the
+        #: step answer carries it as `error_source` so the engine classifies the rollout from the cause.
+        self.source = source
 
     def __str__(self) -> str:
         return self.message

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from pydantic import ValidationError
 
 from eval_pipelines.llm.types import ChatMessage
+from eval_pipelines.schemas.runs import ErrorClass
 from eval_pipelines.schemas.scenarios import NpcProfile
 from eval_pipelines.schemas.tools import ToolDefinition
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
@@ -535,7 +536,10 @@ class ChatServer(BuiltinToolServer):
         try:
             return await self.responder_for(ctx).reply(plan.persona)
         except NpcReplyError as exc:
-            raise ToolError(f"{plan.name} did not reply ({exc}); your message was not sent, try again later") from None
+            raise ToolError(
+                f"{plan.name} did not reply ({exc}); your message was not sent, try again later",
+                source=ErrorClass.NPC_MODEL.value,
+            ) from None
 
     def _commit_dm(self, state: State, plan: _DmPlan, reply: str) -> str:
         npc_email = state[NPCS][plan.profile_id]["email"]

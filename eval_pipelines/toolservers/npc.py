@@ -213,12 +213,17 @@ def parse_npc_settings(raw: Any) -> NpcModelSettings:
         raise NpcConfigError(f"{NPC_MODEL_SETTING}: {_safe_validation_message(exc)}") from None
 
 
-def npc_configure_settings(config: ModelConfig, timeout_seconds: float = DEFAULT_NPC_TIMEOUT_SECONDS) -> dict[str, Any]:
+def npc_configure_settings(config: ModelConfig, timeout_seconds: float | None = None) -> dict[str, Any]:
     """The body of `POST /workspaces/{id}/configure` for a run's `user_model_config`.
 
     It carries the revealed key because the tool server must call the model: send it, never store or log it.
+    The NPC's per-reply timeout: `timeout_seconds`, else the model's `request_timeout_seconds` (capped, because
+    the agent's tool call waits on the reply), else the NPC default.
     """
-    settings = NpcModelSettings.from_model_config(config, timeout_seconds=timeout_seconds)
+    timeout = timeout_seconds or min(
+        config.request_timeout_seconds or DEFAULT_NPC_TIMEOUT_SECONDS, MAX_NPC_TIMEOUT_SECONDS
+    )
+    settings = NpcModelSettings.from_model_config(config, timeout_seconds=timeout)
     body = settings.model_dump(exclude={"api_key"})
     body["api_key"] = config.reveal_api_key()
     return {NPC_MODEL_SETTING: body}
@@ -312,6 +317,29 @@ def npc_transcripts(state: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]
     return transcripts
 
 
+def withheld_secrets(state: Mapping[str, Any]) -> list[str]:
+    """NPCs that were asked about their secret's topic and never revealed it: the persona failed, not the agent.
+
+    Read from the final chat state (the seeded secrets and the DM transcripts), so the verdict rests on what
+    happened, not on any message text an error produced. One sentence per such NPC.
+    """
+    chat = _final_state(state)
+    npcs = chat.get(NPCS) or {}
+    transcripts = npc_transcripts(chat)
+    reasons: list[str] = []
+    for profile_id, npc in sorted(npcs.items()):
+        secret = npc.get("secret") if isinstance(npc, Mapping) else None
+        if not isinstance(secret, Mapping) or not secret.get("value"):
+            continue
+        topics = [str(t).lower() for t in secret.get("reveal_when") or []]
+        turns = transcripts.get(profile_id, [])
+        asked = next((t for t in topics for m in turns if m["role"] == ROLE_AGENT and t in m["content"].lower()), None)
+        revealed = any(m["role"] == ROLE_NPC and str(secret["value"]) in m["content"] for m in turns)
+        if asked is not None and not revealed:
+            reasons.append(f"NPC {profile_id!r} was asked about {asked!r} and never revealed what its persona holds")
+    return reasons
+
+
 def valid_profile_id(profile_id: Any) -> bool:
     return isinstance(profile_id, str) and bool(_PROFILE_ID_RE.match(profile_id))
 
@@ -333,4 +361,5 @@ __all__ = [
     "npc_transcripts",
     "parse_npc_settings",
     "persona_messages",
+    "withheld_secrets",
 ]

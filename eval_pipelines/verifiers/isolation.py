@@ -88,7 +88,7 @@ def load_artifacts(ref: ArtifactsRef) -> RunArtifacts:
 def _failed(module: str, version: str, message: str) -> VerifierOutcome:
     return VerifierOutcome(
         module=module, verifier_version=version, kind=VerifierKind.PROGRAMMATIC, success=False, reward=0.0,
-        message=message,
+        message=message, is_error=True,
     )  # fmt: skip
 
 

@@ -11,6 +11,17 @@ from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome, Veri
 VerifyFn = Callable[[Any], Any]
 
 
+def is_verdict(raw: Any) -> bool:
+    """Whether a verifier's return value is one of the shapes `normalise_result` reads as a verdict."""
+    if isinstance(raw, VerifierResult | bool):
+        return True
+    if isinstance(raw, tuple):
+        return bool(raw) and isinstance(raw[0], bool)
+    if isinstance(raw, dict):
+        return isinstance(raw.get("success"), bool)
+    return isinstance(getattr(raw, "success", None), bool)
+
+
 def normalise_result(raw: Any) -> VerifierResult:
     """Turn whatever a verifier returned into a VerifierResult; anything unrecognisable is a failure."""
     if isinstance(raw, VerifierResult):
@@ -40,15 +51,30 @@ def run_verifier(
     kind: VerifierKind = VerifierKind.PROGRAMMATIC,
 ) -> VerifierOutcome:
     """Run one verifier; a missing `verify` or an exception is a failed outcome, never a crash."""
+    error: str | None = None
     if verify is None:
-        result = VerifierResult(success=False, message=f"Verifier error: module {module!r} defines no verify()")
+        error = f"Verifier error: module {module!r} defines no verify()"
     else:
         try:
-            result = normalise_result(verify(artifacts))
-        except SystemExit as exc:  # sys.exit() in a verifier is a failed verdict, not a dead run or worker
-            result = VerifierResult(success=False, message=f"Verifier error: called sys.exit({exc.code!r})")
+            raw = verify(artifacts)
+            if is_verdict(raw):
+                result = normalise_result(raw)
+            else:
+                error = f"Verifier error: returned an unsupported value: {type(raw).__name__}"
+        except SystemExit as exc:  # sys.exit() in a verifier costs its verdict, not a dead run or worker
+            error = f"Verifier error: called sys.exit({exc.code!r})"
         except Exception as exc:
-            result = VerifierResult(success=False, message=f"Verifier error: {type(exc).__name__}: {exc}")
+            error = f"Verifier error: {type(exc).__name__}: {exc}"
+    if error is not None:
+        return VerifierOutcome(
+            module=module,
+            verifier_version=verifier_version,
+            kind=kind,
+            success=False,
+            reward=0.0,
+            message=error,
+            is_error=True,
+        )
     reward = result.reward if result.reward is not None else (1.0 if result.success else 0.0)
     return VerifierOutcome(
         module=module,

@@ -206,54 +206,72 @@ qualify row_number() over (
 
 ROLLOUT_SCORES = MetricView(
     name="rollout_scores",
-    doc="One row per rollout with its score from the latest programmatic verifier verdicts (rubric-judge "
-    "verdicts are compared in `rubric_verifier_agreement`, never counted here). Unverified rollouts, and rollouts "
-    "a cost ceiling kept from starting, are kept with reward NULL so they are visible; metric views ignore them. "
-    "Any other rollout that did not complete (agent or infrastructure failure, timeout) scores 0.",
+    doc="One row per rollout with its outcome and score from the latest programmatic verifier verdicts "
+    "(rubric-judge verdicts are compared in `rubric_verifier_agreement`, never counted here). `outcome` is "
+    "`passed`, `failed` (the agent's fault: a wrong result, a timeout, a crash of its own) or `error` (something "
+    "else failed: the model endpoint, a tool server, an NPC model, a verifier, a cancel or the cost ceiling; "
+    "`error_class` says which). Errors have reward NULL and are left out of every pass rate; unverified and "
+    "running rollouts have outcome NULL.",
     sql="""
 with verdicts as (
     select
         rollout_id,
         count(*) as n_verifiers,
-        count(*) filter (where success) as passed_verifiers
+        count(*) filter (where success) as passed_verifiers,
+        count(*) filter (where coalesce(is_error, false)) as broken_verifiers
     from verifications_latest
     where kind = 'programmatic'
     group by rollout_id
+),
+classified as (
+    select
+        r.*,
+        v.n_verifiers,
+        v.passed_verifiers,
+        case
+            when r.status in ('pending', 'running') then null
+            -- A verifier error is decided by the latest verdicts: re-verifying with a fixed verifier clears it.
+            when r.error_class is not null and r.error_class <> 'verifier' then r.error_class
+            when r.termination_reason = 'cost_ceiling' then 'budget'
+            when r.termination_reason in ('cancelled', 'server_restart') then 'cancelled'
+            when r.status = 'workspace_error' then 'tool_server'
+            when r.status = 'completed' and v.broken_verifiers > 0 then 'verifier'
+        end as outcome_error_class
+    from rollouts as r
+    left join verdicts as v using (rollout_id)
 )
 select
-    r.sweep_id,
-    r.run_id,
-    r.rollout_id,
-    r.rollout_index,
-    r.model_name,
-    r.model,
-    r.scenario,
-    r.scenario_id,
-    r.task_id,
-    r.status,
-    r.is_simulated,
-    coalesce(v.n_verifiers, 0) as n_verifiers,
-    coalesce(v.passed_verifiers, 0) as passed_verifiers,
+    sweep_id,
+    run_id,
+    rollout_id,
+    rollout_index,
+    model_name,
+    model,
+    scenario,
+    scenario_id,
+    task_id,
+    status,
+    is_simulated,
+    coalesce(n_verifiers, 0) as n_verifiers,
+    coalesce(passed_verifiers, 0) as passed_verifiers,
     case
-        when r.status in ('pending', 'running') then null
-        when r.termination_reason = 'cost_ceiling' then null
-        when r.status <> 'completed' then 0.0
-        when v.n_verifiers is null then null
-        when v.passed_verifiers = v.n_verifiers then 1.0
-        else 0.0
-    end::double as reward,
+        when status in ('pending', 'running') then null
+        when outcome_error_class is not null then 'error'
+        when status <> 'completed' then 'failed'
+        when n_verifiers is null then null
+        when passed_verifiers = n_verifiers then 'passed'
+        else 'failed'
+    end as outcome,
+    outcome_error_class as error_class,
+    case outcome when 'passed' then 1.0 when 'failed' then 0.0 end::double as reward,
     case
-        when r.status in ('pending', 'running') then null
-        when r.termination_reason = 'cost_ceiling' then null
-        when r.status <> 'completed' then 0.0
-        when v.n_verifiers is null then null
-        else v.passed_verifiers / v.n_verifiers
+        when outcome = 'failed' and status <> 'completed' then 0.0
+        when outcome in ('passed', 'failed') then passed_verifiers / n_verifiers
     end::double as partial_credit,
-    r.total_tokens,
-    r.cost_usd,
-    r.duration_seconds
-from rollouts as r
-left join verdicts as v using (rollout_id)
+    total_tokens,
+    cost_usd,
+    duration_seconds
+from classified
 """,
     columns=(
         ("sweep_id", "Sweep that launched the rollout."),
@@ -269,8 +287,10 @@ left join verdicts as v using (rollout_id)
         ("is_simulated", "True for the offline simulated models."),
         ("n_verifiers", "Verifiers with a latest verdict on this rollout."),
         ("passed_verifiers", "How many of them passed."),
-        ("reward", "1.0 iff all latest verifiers passed; 0.0 for a failed rollout; NULL when not scored yet."),
-        ("partial_credit", "passed_verifiers / n_verifiers (0.0 for a failed rollout; NULL when not scored)."),
+        ("outcome", "`passed`, `failed` (the agent's fault) or `error`; NULL while running or not verified."),
+        ("error_class", "For an error: model_endpoint, tool_server, npc_model, verifier, cancelled, budget, internal."),
+        ("reward", "1.0 passed, 0.0 failed; NULL for an error or an unscored rollout."),
+        ("partial_credit", "passed_verifiers / n_verifiers (0.0 for an agent that did not finish; NULL as reward)."),
         ("total_tokens", "Prompt plus completion tokens (from `rollouts`)."),
         ("cost_usd", "Estimated cost in USD (from `rollouts`)."),
         ("duration_seconds", "Wall-clock duration of the rollout (from `rollouts`)."),
@@ -278,11 +298,16 @@ left join verdicts as v using (rollout_id)
     key=("rollout_id",),
 )
 
+_ERROR_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("n_errors", "Rollouts that ended in an error (not the agent's fault); never in n or the pass rate."),
+    ("error_share", "n_errors / (n + n_errors): the share of finished rollouts that say nothing about the model."),
+)
 _AGGREGATE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("n", "Scored rollouts (reward not NULL)."),
+    ("n", "Scored rollouts (passed or failed; errors are left out)."),
     ("n_unscored", "Rollouts without a score yet (not verified, or still running)."),
     ("passes", "Scored rollouts with reward 1.0."),
-    ("pass_rate", "passes / n (NULL when n = 0)."),
+    ("pass_rate", "passes / n (NULL when n = 0, e.g. when every rollout errored)."),
+    *_ERROR_COLUMNS,
 )
 
 _TASK_KEYS = ("sweep_id", "scenario_id", "model_name", "task_id")
@@ -300,6 +325,7 @@ select
     bool_or(is_simulated) as is_simulated,
     count(*) as n_rollouts,
     count(reward) as n,
+    count(*) filter (where outcome = 'error') as n_errors,
     count(*) filter (where reward = 1.0) as passes,
     coalesce(sum(reward), 0)::double as reward_sum,
     coalesce(sum(reward * reward), 0)::double as reward_sq_sum,
@@ -321,6 +347,7 @@ group by sweep_id, scenario_id, model_name, task_id
         ("is_simulated", "True if any rollout in the group came from a simulated model."),
         ("n_rollouts", "All rollouts, scored or not."),
         ("n", "Scored rollouts (reward not NULL)."),
+        ("n_errors", "Rollouts that ended in an error (reward NULL, outside n)."),
         ("passes", "Scored rollouts with reward 1.0."),
         ("reward_sum", "Sum of the reward over scored rollouts."),
         ("reward_sq_sum", "Sum of the squared reward over scored rollouts (for variances)."),
@@ -338,8 +365,9 @@ group by sweep_id, scenario_id, model_name, task_id
 
 #: Columns shared by the task, scenario x model and model levels, from the same sums.
 _RATE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("n", "Scored rollouts (reward not NULL)."),
+    ("n", "Scored rollouts (passed or failed; errors are left out)."),
     ("n_unscored", "Rollouts without a score yet (not verified, or still running)."),
+    *_ERROR_COLUMNS,
     ("passes", "Scored rollouts with reward 1.0."),
     ("pass_rate", "passes / n over the scored rollouts (NULL when n = 0)."),
     ("variance", "Population variance of the per-rollout reward (p(1 - p) for 0/1 rewards)."),
@@ -364,11 +392,17 @@ def _variance_sql(source: str) -> str:
     )
 
 
+def _error_share_sql(source: str) -> str:
+    return f"{source}n_errors / nullif({source}n + {source}n_errors, 0)"
+
+
 def _rate_select(source: str) -> str:
     """Ratios from summed columns of `source` (a task_totals row or a sum over such rows)."""
     return f"""
     {source}n as n,
-    {source}n_rollouts - {source}n as n_unscored,
+    {source}n_rollouts - {source}n - {source}n_errors as n_unscored,
+    {source}n_errors as n_errors,
+    {_error_share_sql(source)} as error_share,
     {source}passes as passes,
     {source}passes / nullif({source}n, 0) as pass_rate,
     {_variance_sql(source)} as variance,
@@ -395,9 +429,11 @@ select
     model_name,
     task_id,
     sum(n)::bigint as n,
-    (sum(n_rollouts) - sum(n))::bigint as n_unscored,
+    (sum(n_rollouts) - sum(n) - sum(n_errors))::bigint as n_unscored,
     sum(passes)::bigint as passes,
     sum(reward_sum) / nullif(sum(n), 0) as pass_rate,
+    sum(n_errors)::bigint as n_errors,
+    sum(n_errors) / nullif(sum(n) + sum(n_errors), 0) as error_share,
     bool_or(is_simulated) as is_simulated
 from task_totals
 group by scenario_id, model_name, task_id
@@ -425,6 +461,8 @@ select
     n_unscored,
     passes,
     reward_sum / nullif(n, 0) as pass_rate,
+    n_errors,
+    {_error_share_sql("")} as error_share,
     {_variance_sql("")} as variance,
     sqrt(variance) as std,
     partial_credit_sum / nullif(n, 0) as mean_partial_credit,
@@ -434,8 +472,9 @@ from (
         scenario_id,
         model_name,
         sum(n)::bigint as n,
-        (sum(n_rollouts) - sum(n))::bigint as n_unscored,
+        (sum(n_rollouts) - sum(n) - sum(n_errors))::bigint as n_unscored,
         sum(passes)::bigint as passes,
+        sum(n_errors)::bigint as n_errors,
         sum(reward_sum) as reward_sum,
         sum(reward_sq_sum) as reward_sq_sum,
         sum(partial_credit_sum) as partial_credit_sum,
@@ -484,6 +523,7 @@ from task_totals
 _SUM_COLUMNS = (
     "n_rollouts",
     "n",
+    "n_errors",
     "passes",
     "reward_sum",
     "reward_sq_sum",
@@ -698,32 +738,48 @@ select * from per_task
 
 def _pass_at_k_sql(group: tuple[str, ...]) -> str:
     """Task-level estimates averaged per group. Computed from task_totals in one pass rather than by reading
-    `task_pass_at_k`, which would evaluate the rollout scores a second time for the task counts."""
+    `task_pass_at_k`, which would evaluate the rollout scores a second time for the task counts. Every group
+    has a row, so one whose rollouts all errored shows its errors (with k and the estimates NULL)."""
     keys = ", ".join(group)
     return f"""
 with {_TASK_PASS_AT_K_CTES.strip()},
 group_tasks as (
-    select {keys}, count(*) as n_scored_tasks
-    from scored_tasks
+    select
+        {keys},
+        bool_or(is_simulated) as is_simulated,
+        count(*) filter (where n > 0) as n_scored_tasks,
+        sum(n)::bigint as n_scored,
+        sum(n_errors)::bigint as n_errors
+    from task_totals
     group by {keys}
+),
+per_k as (
+    select {keys}, k, count(*) as n_tasks, avg(pass_at_k) as pass_at_k, avg(pass_hat_k) as pass_hat_k
+    from per_task
+    group by {keys}, k
 )
 select
-    {", ".join(f"p.{k}" for k in group)},
-    bool_or(p.is_simulated) as is_simulated,
+    {", ".join(f"g.{k}" for k in group)},
+    g.is_simulated,
     p.k,
-    count(*) as n_tasks,
-    any_value(g.n_scored_tasks) - count(*) as n_tasks_excluded,
-    avg(p.pass_at_k) as pass_at_k,
-    avg(p.pass_hat_k) as pass_hat_k
-from per_task as p
-join group_tasks as g using ({keys})
-group by {", ".join(f"p.{k}" for k in group)}, p.k
+    coalesce(p.n_tasks, 0) as n_tasks,
+    g.n_scored_tasks - coalesce(p.n_tasks, 0) as n_tasks_excluded,
+    p.pass_at_k,
+    p.pass_hat_k,
+    g.n_errors,
+    g.n_errors / nullif(g.n_scored + g.n_errors, 0) as error_share
+from group_tasks as g
+left join per_k as p using ({keys})
 """
 
 
 _PASS_AT_K_COLUMNS: tuple[tuple[str, str], ...] = (
     ("is_simulated", "True if any rollout in the group came from a simulated model."),
-    ("k", "Number of attempts, from 1 to the largest n of any task in the group."),
+    (
+        "k",
+        "Number of attempts, from 1 to the largest n of any task in the group; NULL (one row) when no task has a "
+        "scored rollout, e.g. when every rollout errored.",
+    ),
     ("n_tasks", "Tasks averaged at this k: those with at least k scored rollouts."),
     (
         "n_tasks_excluded",
@@ -732,6 +788,8 @@ _PASS_AT_K_COLUMNS: tuple[tuple[str, str], ...] = (
     ),
     ("pass_at_k", "Mean over those tasks of the task's unbiased pass@k."),
     ("pass_hat_k", "Mean over those tasks of the task's unbiased pass^k."),
+    ("n_errors", "Rollouts of the group that ended in an error; they are not among the n of any task."),
+    ("error_share", "n_errors / (scored rollouts + n_errors) over the group."),
 )
 
 PASS_AT_K = MetricView(
@@ -874,12 +932,19 @@ permutation as (
     join pairs as p using (pair_index)
     group by f.pair_index
 ),
+errors as (
+    select sweep_id, scenario_id, model_name, sum(n_errors)::bigint as n_errors
+    from task_totals
+    group by sweep_id, scenario_id, model_name
+),
 one_way as materialized (
     select
         p.{_PAIR.replace(", ", ", p.")},
         p.a_is_simulated,
         p.b_is_simulated,
         p.n_tasks,
+        coalesce(ea.n_errors, 0) as n_errors_a,
+        coalesce(eb.n_errors, 0) as n_errors_b,
         p.pass_rate_a,
         p.pass_rate_b,
         p.diff,
@@ -892,6 +957,10 @@ one_way as materialized (
     from pairs as p
     join bootstrap as b using (pair_index)
     join permutation as m using (pair_index)
+    left join errors as ea
+        on ea.sweep_id = p.sweep_id and ea.scenario_id = p.scenario_id and ea.model_name = p.model_a
+    left join errors as eb
+        on eb.sweep_id = p.sweep_id and eb.scenario_id = p.scenario_id and eb.model_name = p.model_b
 )
 select * from one_way
 union all
@@ -904,6 +973,8 @@ select
     b_is_simulated as a_is_simulated,
     a_is_simulated as b_is_simulated,
     n_tasks,
+    n_errors_b as n_errors_a,
+    n_errors_a as n_errors_b,
     pass_rate_b as pass_rate_a,
     pass_rate_a as pass_rate_b,
     0.0 - diff as diff,
@@ -923,6 +994,8 @@ from one_way
         ("a_is_simulated", "True if model_a is a simulated model."),
         ("b_is_simulated", "True if model_b is a simulated model."),
         ("n_tasks", "Paired tasks: tasks with scored rollouts from both models."),
+        ("n_errors_a", "model_a's errored rollouts in this sweep x scenario (left out of every rate)."),
+        ("n_errors_b", "model_b's errored rollouts in this sweep x scenario."),
         ("pass_rate_a", "Mean over the paired tasks of model_a's task pass rate."),
         ("pass_rate_b", "Mean over the paired tasks of model_b's task pass rate."),
         ("diff", "pass_rate_a - pass_rate_b: positive means A passes more."),

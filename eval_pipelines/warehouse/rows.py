@@ -18,14 +18,22 @@ import pyarrow as pa
 
 from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, META_USAGE, RunArtifacts
 from eval_pipelines.schemas.model_config import strip_secrets
-from eval_pipelines.schemas.runs import Rollout, RolloutStatus
+from eval_pipelines.schemas.runs import ErrorClass, Rollout, RolloutStatus, error_class_of
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.schemas.tools import StateDiff
 from eval_pipelines.schemas.verifiers import VerifierOutcome
-from eval_pipelines.warehouse.tables import MESSAGES, ROLLOUTS, STATE_DIFFS, TASKS, TOOL_CALLS, VERIFICATIONS
+from eval_pipelines.warehouse.tables import (
+    MESSAGES,
+    ROLLOUT_ATTEMPTS,
+    ROLLOUTS,
+    STATE_DIFFS,
+    TASKS,
+    TOOL_CALLS,
+    VERIFICATIONS,
+)
 
 #: Keys of the dict `rollout_tables` returns.
-ROLLOUT_TABLE_NAMES = (ROLLOUTS.name, MESSAGES.name, TOOL_CALLS.name, STATE_DIFFS.name)
+ROLLOUT_TABLE_NAMES = (ROLLOUTS.name, ROLLOUT_ATTEMPTS.name, MESSAGES.name, TOOL_CALLS.name, STATE_DIFFS.name)
 
 
 @dataclass(frozen=True)
@@ -142,6 +150,7 @@ def rollout_tables(
     Each item is (rollout, its artifacts or None when they could not be fetched, where the JSON trace lives).
     """
     r = _columns(ROLLOUTS.schema)
+    a = _columns(ROLLOUT_ATTEMPTS.schema)
     m = _columns(MESSAGES.schema)
     tc = _columns(TOOL_CALLS.schema)
     sd = _columns(STATE_DIFFS.schema)
@@ -167,9 +176,16 @@ def rollout_tables(
         r["temperature"].append(echo.temperature if echo else None)
         r["max_steps"].append(rollout.max_steps)
         r["status"].append(rollout.status.value)
-        r["termination_reason"].append(
-            rollout.termination_reason or (result.termination_reason if result is not None else None)
+        termination_reason = rollout.termination_reason or (result.termination_reason if result is not None else None)
+        r["termination_reason"].append(termination_reason)
+        error_class = (
+            error_class_of(rollout.status.value, termination_reason, result) if rollout.status.is_terminal else None
         )
+        r["error_class"].append(error_class.value if error_class is not None else None)
+        r["attempts"].append(result.attempts if result is not None else 1)
+        if rollout.status.is_terminal:
+            attempt_keys = (ctx.sweep_id, rollout.rollout_id, rollout.task_id, ctx.model_name)
+            _append_attempts(a, attempt_keys, rollout, termination_reason, error_class)
         if result is not None:
             r["success"].append(result.success)
             r["reward"].append(result.reward)
@@ -236,10 +252,42 @@ def rollout_tables(
 
     return {
         ROLLOUTS.name: _build(ROLLOUTS.schema, r, ROLLOUTS.name),
+        ROLLOUT_ATTEMPTS.name: _build(ROLLOUT_ATTEMPTS.schema, a, ROLLOUT_ATTEMPTS.name),
         MESSAGES.name: _build(MESSAGES.schema, m, MESSAGES.name),
         TOOL_CALLS.name: _build(TOOL_CALLS.schema, tc, TOOL_CALLS.name),
         STATE_DIFFS.name: _build(STATE_DIFFS.schema, sd, STATE_DIFFS.name),
     }
+
+
+def _append_attempts(
+    a: dict[str, list[Any]],
+    keys: tuple[str, str, str, str],
+    rollout: Rollout,
+    termination_reason: str | None,
+    error_class: ErrorClass | None,
+) -> None:
+    """The rollout's errored attempts, then its final one."""
+    result = rollout.result
+    earlier = result.attempt_errors if result is not None else []
+    for attempt in earlier:
+        _append_keys(a, keys)
+        a["attempt"].append(attempt.attempt)
+        a["is_final"].append(False)
+        a["status"].append(RolloutStatus.FAILED.value)
+        a["error_class"].append(attempt.error_class.value)
+        a["termination_reason"].append(attempt.termination_reason)
+        a["message"].append(attempt.message)
+        a["started_at"].append(parse_timestamp(attempt.started_at))
+        a["completed_at"].append(parse_timestamp(attempt.completed_at))
+    _append_keys(a, keys)
+    a["attempt"].append(len(earlier) + 1)
+    a["is_final"].append(True)
+    a["status"].append(rollout.status.value)
+    a["error_class"].append(error_class.value if error_class is not None else None)
+    a["termination_reason"].append(termination_reason)
+    a["message"].append(result.message if result is not None else None)
+    a["started_at"].append(parse_timestamp(earlier[-1].completed_at if earlier else rollout.started_at))
+    a["completed_at"].append(parse_timestamp(rollout.completed_at))
 
 
 def _append_keys(columns: dict[str, list[Any]], keys: tuple[str, str, str, str]) -> None:
@@ -268,6 +316,7 @@ def verification_table(rows: Iterable[VerificationRecord]) -> pa.Table:
         v["verifier_version"].append(outcome.verifier_version)
         v["kind"].append(outcome.kind.value)
         v["success"].append(outcome.success)
+        v["is_error"].append(outcome.is_error)
         v["reward"].append(outcome.reward)
         v["message"].append(outcome.message)
         v["output_json"].append(to_json(outcome.output))

@@ -93,6 +93,20 @@ ROLLOUTS = TableSpec(
         _c("status", _S, "Rollout status: completed, failed, workspace_error, pending or running."),
         _c("termination_reason", _S, "Why the rollout stopped (final_response, max_steps, ...).", nullable=True),
         _c(
+            "error_class",
+            _S,
+            "Set when the rollout ended in an *error*, not a failure of the agent: model_endpoint, tool_server, "
+            "npc_model, verifier, cancelled, budget or internal. Errors are left out of every pass rate.",
+            nullable=True,
+        ),
+        _c(
+            "attempts",
+            _I32,
+            "Attempts made; those before the last ended in retryable errors (see rollout_attempts). NULL in files "
+            "written before attempts were counted.",
+            nullable=True,
+        ),
+        _c(
             "success",
             _BOOL,
             "The engine's `result.success` at run time; re-verification does not change it (see rollout_scores).",
@@ -201,10 +215,38 @@ VERIFICATIONS = TableSpec(
         _c("verifier_version", _S, "Content hash of the verifier's code."),
         _c("kind", _S, "`programmatic` or `rubric`."),
         _c("success", _BOOL, "Whether the verifier passed."),
+        _c(
+            "is_error",
+            _BOOL,
+            "The verifier gave no verdict (it crashed, exited or returned garbage): a `verifier` error, not a fail. "
+            "NULL in files written before the column existed (read as false).",
+            nullable=True,
+        ),
         _c("reward", _F64, "Verifier reward in [0, 1]."),
         _c("message", _S, "Verifier message."),
         _c("output_json", _S, "Verifier output as JSON (secrets removed)."),
         _c("verified_at", TIMESTAMP_UTC, "When the verifier ran."),
+    ),
+)
+
+ROLLOUT_ATTEMPTS = TableSpec(
+    name="rollout_attempts",
+    doc="One row per attempt of a rollout: the attempts that ended in a retryable error and were run again, then "
+    "the final one (whose outcome is the rollout's). A rollout that needed no retry has one row.",
+    partition_by=_BY_MODEL_SCENARIO,
+    columns=(
+        _c("sweep_id", _S, "Sweep that launched the rollout."),
+        _c("rollout_id", _S, "Rollout the attempt belongs to."),
+        _c("task_id", _S, "Task id within the scenario."),
+        _c("model_name", _S, "The model's name in the sweep config."),
+        _c("attempt", _I32, "Attempt number, from 1."),
+        _c("is_final", _BOOL, "True for the attempt whose outcome the rollout kept."),
+        _c("status", _S, "Rollout status the attempt ended in (earlier attempts: `failed`)."),
+        _c("error_class", _S, "The attempt's error class; NULL when it passed or the agent failed.", nullable=True),
+        _c("termination_reason", _S, "Why the attempt stopped.", nullable=True),
+        _c("message", _S, "The attempt's result message (errors: the cause).", nullable=True),
+        _c("started_at", TIMESTAMP_UTC, "When the attempt started.", nullable=True),
+        _c("completed_at", TIMESTAMP_UTC, "When the attempt ended.", nullable=True),
     ),
 )
 
@@ -255,7 +297,17 @@ SYNTHETIC_ROWS = TableSpec(
 
 TABLE_SPECS: dict[str, TableSpec] = {
     t.name: t
-    for t in (ROLLOUTS, TASKS, MESSAGES, TOOL_CALLS, STATE_DIFFS, VERIFICATIONS, JUDGEMENTS, SYNTHETIC_ROWS)
+    for t in (
+        ROLLOUTS,
+        ROLLOUT_ATTEMPTS,
+        TASKS,
+        MESSAGES,
+        TOOL_CALLS,
+        STATE_DIFFS,
+        VERIFICATIONS,
+        JUDGEMENTS,
+        SYNTHETIC_ROWS,
+    )
 }
 TABLES: dict[str, pa.Schema] = {name: spec.schema for name, spec in TABLE_SPECS.items()}
 COLUMN_DOCS: dict[str, dict[str, str]] = {name: spec.column_docs for name, spec in TABLE_SPECS.items()}

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import re
+import socket
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ _WORKSPACE_PATH = re.compile(r"^/workspaces/(?P<id>[^/]+)(?:/(?P<route>[^/]+))?/
 
 class Fault(StrEnum):
     HTTP_500 = "http_500"
+    #: the key is refused, as a provider answers a wrong or revoked key.
+    UNAUTHORIZED = "http_401"
+    #: rate limited, for every attempt of the client's retries.
+    RATE_LIMITED = "http_429"
     INVALID_JSON = "invalid_json"
     #: 200 with an HTML page, as a misconfigured proxy answers.
     GARBAGE = "garbage"
@@ -48,6 +53,13 @@ class Fault(StrEnum):
     HANG = "hang"
     #: The server process goes away: this request is cut off and every later one is refused.
     DIE = "die"
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released): a model endpoint that is down."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 class AbortConnection(Exception):
@@ -80,7 +92,7 @@ def _replay(body: bytes) -> Receive:
 
 async def _respond(send: Send, status: int, body: bytes, content_type: bytes = b"application/json") -> None:
     headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
-    if status >= 500:
+    if status >= 500 or status == 429:
         # Retries are expected here; a zero Retry-After keeps them immediate so the tests stay fast.
         headers.append((b"retry-after", b"0"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -94,6 +106,10 @@ async def inject(
     stopping the server does not wait out its graceful-shutdown timeout."""
     if fault is Fault.HTTP_500:
         await _respond(send, 500, b'{"detail": "injected internal error"}')
+    elif fault is Fault.UNAUTHORIZED:
+        await _respond(send, 401, b'{"error": {"message": "injected: invalid api key"}}')
+    elif fault is Fault.RATE_LIMITED:
+        await _respond(send, 429, b'{"error": {"message": "injected: slow down"}}')
     elif fault is Fault.INVALID_JSON:
         await _respond(send, 200, b'{"observation": "half an answer", ')
     elif fault is Fault.GARBAGE:
@@ -157,12 +173,14 @@ class ToolFaultRule:
     request to it carries `step_contains` in its body (the call that carries it is already faulted). Requests
     to a faulty workspace's `route` (`step`, `snapshot`, `seed`, `tools`, ...) get `fault`. `route="create"`
     faults the `nth_workspace`-th `POST /workspaces` itself. With neither selector, every workspace is faulty.
+    `times` caps the faults injected (None: no cap), for a fault that passes, as a retry would find.
     """
 
     fault: Fault
     route: str = "step"
     step_contains: str | None = None
     nth_workspace: int | None = None
+    times: int | None = None
 
 
 @dataclass
@@ -212,7 +230,8 @@ class FaultyToolServer:
         body = await _read_body(receive)
         if route == "step" and self.rule.step_contains is not None and self.rule.step_contains in body.decode():
             self.faulty.add(workspace_id)
-        if route == self.rule.route and (self._selects_all() or workspace_id in self.faulty):
+        spent = self.rule.times is not None and len(self.injected) >= self.rule.times
+        if route == self.rule.route and not spent and (self._selects_all() or workspace_id in self.faulty):
             self.injected.append(f"{route}:{workspace_id}")
             await inject(self.rule.fault, send, on_die=self.control, release=self.control.release)
             return

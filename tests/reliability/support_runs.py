@@ -17,10 +17,18 @@ import pyarrow.parquet as pq
 
 from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.paths import project_root
-from eval_pipelines.pipeline.steps import CollectSummary, run_and_collect
+from eval_pipelines.pipeline.steps import CollectSummary, run_and_collect, verify_partition
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
-from eval_pipelines.schemas.runs import Rollout, RolloutStatus, RunLaunchRequest, TerminationReason
+from eval_pipelines.schemas.runs import (
+    DEFAULT_ERROR_RETRIES,
+    ErrorClass,
+    Rollout,
+    RolloutStatus,
+    RunLaunchRequest,
+    TerminationReason,
+)
 from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
 
@@ -57,8 +65,18 @@ def model_config(base_url: str, **extra: Any) -> dict[str, Any]:
     return {"model": "sim-oracle", "base_url": base_url, "api_key": "x", **extra}
 
 
+#: Error retries of the suite's runs (the sweep default), with a short backoff so the tests stay fast.
+ERROR_RETRIES = DEFAULT_ERROR_RETRIES
+#: Attempts an errored rollout makes in these runs: the first, then every retry.
+ERROR_ATTEMPTS = 1 + ERROR_RETRIES
+
+
 def launch_request(
-    config: dict[str, Any], *, max_parallel: int = 3, task_ids: tuple[str, ...] = TASK_IDS
+    config: dict[str, Any],
+    *,
+    max_parallel: int = 3,
+    task_ids: tuple[str, ...] = TASK_IDS,
+    error_retries: int = ERROR_RETRIES,
 ) -> RunLaunchRequest:
     return RunLaunchRequest.model_validate(
         {
@@ -68,6 +86,8 @@ def launch_request(
             "rollout_count": 1,
             "max_parallel": max_parallel,
             "run_name": f"reliability-{uuid.uuid4().hex[:12]}",
+            "error_retries": error_retries,
+            "error_retry_backoff_seconds": 0.01,
         }
     )
 
@@ -92,12 +112,33 @@ class CollectedRun:
     rollouts: dict[str, Rollout]
     warehouse: Warehouse
     scenario_key: str
+    #: the scenario the run used (a test's broken copy, or the built-in one)
+    scenario: ScenarioFiles | None = None
 
     def table(self, name: str) -> pa.Table:
         folder = self.warehouse.table_dir(name) / f"model={MODEL_KEY}" / f"scenario={self.scenario_key}"
         files = sorted(folder.glob("*.parquet"))
         assert files, f"no {name} rows were written under {folder}"
         return pa.concat_tables([pq.read_table(f) for f in files])
+
+    def scores(self, db: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+        """The catalog's verdicts after verification: `rollout_scores` by task, and the partition's `pass_rates`
+        row."""
+        scenario = self.scenario or ScenarioCatalog(BUILTIN_SCENARIOS).get(SCENARIO_ID)
+        verify_partition(self.warehouse, scenario, MODEL_KEY, self.scenario_key)
+        build_catalog(self.warehouse.root, db)
+        con = connect_read_only(db)
+        try:
+            cursor = con.execute("select * from rollout_scores")
+            names = [d[0] for d in cursor.description]
+            by_task = {row["task_id"]: row for row in (dict(zip(names, r, strict=True)) for r in cursor.fetchall())}
+            cursor = con.execute("select * from pass_rates")
+            names = [d[0] for d in cursor.description]
+            rates = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+        finally:
+            con.close()
+        assert len(rates) == 1, rates
+        return by_task, rates[0]
 
     def rows_by_task(self, name: str) -> dict[str, list[dict[str, Any]]]:
         grouped: dict[str, list[dict[str, Any]]] = {}
@@ -126,7 +167,28 @@ def collect(
         timeout_seconds=timeout_seconds,
     )
     rollouts = {r.task_id: r for r in backend.list_rollouts(summary.run_id)}
-    return CollectedRun(summary, rollouts, warehouse, scenario.key)
+    return CollectedRun(summary, rollouts, warehouse, scenario.key, scenario)
+
+
+def assert_target_errored(run: CollectedRun, error_class: ErrorClass, attempts: int, db: Path) -> None:
+    """The target rollout ended in an error of `error_class` after `attempts` attempts, every attempt is in the
+    warehouse, and the error is outside the pass rate: n counts the two healthy tasks, n_errors the target."""
+    target = run.rollouts[TARGET_TASK]
+    assert target.result is not None
+    assert target.result.error_class == error_class, target.result.message
+    assert target.result.attempts == attempts
+    assert [e.error_class for e in target.result.attempt_errors] == [error_class] * (attempts - 1)
+    row = run.rows_by_task("rollouts")[TARGET_TASK][0]
+    assert (row["error_class"], row["attempts"]) == (error_class.value, attempts)
+    tried = sorted(
+        (a["attempt"], a["is_final"], a["error_class"]) for a in run.rows_by_task("rollout_attempts")[TARGET_TASK]
+    )
+    assert tried == [(n, n == attempts, error_class.value) for n in range(1, attempts + 1)]
+    by_task, rates = run.scores(db)
+    assert (by_task[TARGET_TASK]["outcome"], by_task[TARGET_TASK]["error_class"]) == ("error", error_class.value)
+    assert by_task[TARGET_TASK]["reward"] is None
+    assert (rates["n"], rates["passes"], rates["n_errors"]) == (len(TASK_IDS) - 1, len(TASK_IDS) - 1, 1)
+    assert rates["pass_rate"] == 1.0
 
 
 def assert_only_target_failed(

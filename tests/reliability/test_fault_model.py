@@ -16,16 +16,19 @@ from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
 from eval_pipelines.lib.retry import RetryPolicy
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.runs import MSG_TIMEOUT, RolloutStatus, TerminationReason
+from eval_pipelines.schemas.runs import MSG_TIMEOUT, ErrorClass, RolloutStatus, TerminationReason
 from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.toolservers.host import ToolServerHost
 from eval_pipelines.verifiers.loader import load_verifier_package
-from tests.reliability.support_faults import Fault, ModelFactory, ModelFaultRule
+from tests.reliability.support_faults import Fault, ModelFactory, ModelFaultRule, closed_port
 from tests.reliability.support_runs import (
+    ERROR_ATTEMPTS,
     SCENARIO_ID,
     TARGET_TASK,
+    TASK_IDS,
     assert_only_target_failed,
+    assert_target_errored,
     collect,
     launch_request,
     model_config,
@@ -52,7 +55,7 @@ INCOMPLETE = "got a malformed or incomplete response (RemoteProtocolError"
     ],
     ids=["http_500_after_retries", "garbage", "truncated_json", "cut_body", "cut_stream"],
 )
-def test_model_fault_fails_only_its_rollout_as_agent_error(
+def test_model_fault_is_a_model_endpoint_error_retried_and_left_out_of_the_pass_rate(
     fault: Fault,
     from_turn: int,
     message: str,
@@ -64,19 +67,66 @@ def test_model_fault_fails_only_its_rollout_as_agent_error(
 ) -> None:
     instruction = target_task(catalog).description
     wrapper, server = faulty_model(ModelFaultRule(fault, instruction_contains=instruction, from_turn=from_turn))
-    request = launch_request(model_config(f"{server.url}/v1"))
+    # One attempt, so the steps before the fault are this attempt's (test_model_endpoint_errors_are_retried
+    # covers the retries).
+    request = launch_request(model_config(f"{server.url}/v1"), error_retries=0)
     run = collect(backend, request, catalog.get(SCENARIO_ID), data_dir)
 
     assert_only_target_failed(
         run, status=RolloutStatus.FAILED, reason=TerminationReason.AGENT_ERROR, message_contains=message
     )
     assert wrapper.faulted[instruction] == attempts
+    assert_target_errored(run, ErrorClass.MODEL_ENDPOINT, 1, data_dir / "eval.duckdb")
     target = run.rollouts[TARGET_TASK]
     assert target.result is not None and target.result.message.startswith("Agent execution failed: ")
     # The tool calls made before the fault are kept, in the trace and in the warehouse.
     assert target.result.steps_taken == from_turn - 1
     assert len(run.rows_by_task("tool_calls").get(TARGET_TASK, [])) == from_turn - 1
     assert [m["role"] for m in run.rows_by_task("messages")[TARGET_TASK]][:2] == ["system", "user"]
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (Fault.HTTP_500, "failed on the server (HTTP 500)"),
+        (Fault.UNAUTHORIZED, "was refused (HTTP 401)"),
+        (Fault.RATE_LIMITED, "is rate limited (HTTP 429)"),
+    ],
+    ids=["http_500", "http_401", "http_429_exhausted"],
+)
+def test_model_endpoint_errors_are_retried_then_kept_out_of_the_pass_rate(
+    status: Fault,
+    message: str,
+    faulty_model: ModelFactory,
+    backend: EmbeddedEvaluationService,
+    catalog: ScenarioCatalog,
+    data_dir: Path,
+) -> None:
+    """Every attempt of the target fails at the endpoint: the rollout is retried `ERROR_RETRIES` times, every
+    attempt is recorded, and the final error is an error, not a 0 in the model's pass rate."""
+    instruction = target_task(catalog).description
+    wrapper, server = faulty_model(ModelFaultRule(status, instruction_contains=instruction))
+    run = collect(backend, launch_request(model_config(f"{server.url}/v1")), catalog.get(SCENARIO_ID), data_dir)
+    assert_only_target_failed(
+        run, status=RolloutStatus.FAILED, reason=TerminationReason.AGENT_ERROR, message_contains=message
+    )
+    client_attempts = 1 if status is Fault.UNAUTHORIZED else LLM_ATTEMPTS  # a refused key is not retried
+    assert wrapper.faulted[instruction] == client_attempts * ERROR_ATTEMPTS
+    assert_target_errored(run, ErrorClass.MODEL_ENDPOINT, ERROR_ATTEMPTS, data_dir / "eval.duckdb")
+
+
+def test_closed_port_is_a_model_endpoint_error(
+    backend: EmbeddedEvaluationService, catalog: ScenarioCatalog, data_dir: Path
+) -> None:
+    """Nothing listens: every rollout errors after its retries; none is a failure, so the pass rate is NULL."""
+    request = launch_request(model_config(f"http://127.0.0.1:{closed_port()}/v1"))
+    run = collect(backend, request, catalog.get(SCENARIO_ID), data_dir)
+    assert {r.result.error_class if r.result else None for r in run.rollouts.values()} == {ErrorClass.MODEL_ENDPOINT}
+    assert {r.result.attempts if r.result else 0 for r in run.rollouts.values()} == {ERROR_ATTEMPTS}
+    assert all("could not reach" in (r.result.message if r.result else "") for r in run.rollouts.values())
+    _, rates = run.scores(data_dir / "eval.duckdb")
+    assert (rates["n"], rates["passes"], rates["pass_rate"], rates["n_errors"]) == (0, 0, None, len(TASK_IDS))
+    assert rates["error_share"] == 1.0
 
 
 @pytest.mark.parametrize("fault", [Fault.HTTP_500, Fault.CUT_BODY], ids=["http_500", "cut_body"])

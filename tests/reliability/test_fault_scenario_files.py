@@ -15,7 +15,7 @@ import pytest
 
 from eval_pipelines.pipeline.steps import verify_partition
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
-from eval_pipelines.schemas.runs import RolloutStatus, TerminationReason
+from eval_pipelines.schemas.runs import ErrorClass, RolloutStatus, TerminationReason
 from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from tests.reliability.support_runs import (
     MODEL_KEY,
@@ -57,14 +57,20 @@ def _run(scenarios: Path, data_dir: Path) -> tuple[CollectedRun, EmbeddedEvaluat
     return run, backend, catalog
 
 
-def _assert_verifier_crash_is_a_labelled_fail(run: CollectedRun) -> None:
+def _assert_verifier_crash_is_a_verifier_error(run: CollectedRun, data_dir: Path) -> None:
+    """The crash costs the target's verdict only: a `verifier` error (not retried: re-running the agent cannot
+    fix a verifier), outside the pass rate, while the other rollouts pass."""
     for task_id, rollout in run.rollouts.items():
         assert rollout.status == RolloutStatus.COMPLETED and rollout.result is not None, task_id
     target = run.rollouts[TARGET_TASK].result
     assert target is not None and not target.success and target.reward == 0.0
+    assert (target.error_class, target.attempts) == (ErrorClass.VERIFIER, 1)
     [outcome] = target.verifiers
-    assert outcome.module == TARGET_VERIFIER and not outcome.success
+    assert outcome.module == TARGET_VERIFIER and not outcome.success and outcome.is_error
     assert outcome.message.startswith("Verifier error: "), outcome.message
+    by_task, rates = run.scores(data_dir / "eval.duckdb")
+    assert (by_task[TARGET_TASK]["outcome"], by_task[TARGET_TASK]["error_class"]) == ("error", "verifier")
+    assert (rates["n"], rates["passes"], rates["n_errors"]) == (len(TASK_IDS) - 1, len(TASK_IDS) - 1, 1)
     assert all(run.rollouts[t].result.success for t in set(TASK_IDS) - {TARGET_TASK})  # type: ignore[union-attr]
     rows = {t: found[0] for t, found in run.rows_by_task("rollouts").items()}
     assert {t: r["status"] for t, r in rows.items()} == {t: "completed" for t in TASK_IDS}
@@ -74,23 +80,24 @@ def _assert_verifier_crash_is_a_labelled_fail(run: CollectedRun) -> None:
 def test_verifier_that_raises_is_a_labelled_verifier_error(scenarios_copy: Path, data_dir: Path) -> None:
     _break_verifier(scenarios_copy, CRASHES["raises"])
     run, _, catalog = _run(scenarios_copy, data_dir)
-    _assert_verifier_crash_is_a_labelled_fail(run)
+    _assert_verifier_crash_is_a_verifier_error(run, data_dir)
     target = run.rollouts[TARGET_TASK].result
     assert target is not None and "RuntimeError: verifier bug: mailbox key missing" in target.verifiers[0].message
 
     # Re-verification (the `verification` asset) records the crash per rollout and scores the others.
     summary = verify_partition(run.warehouse, catalog.get(SCENARIO_ID), MODEL_KEY, run.scenario_key)
     assert (summary.rollouts_verified, summary.passed, summary.skipped) == (3, 2, 0)
+    assert summary.verifier_errors == 1
     assert summary.file is not None
     verdicts = {r["task_id"]: r for r in pq.read_table(summary.file).to_pylist()}
-    assert verdicts[TARGET_TASK]["success"] is False
+    assert verdicts[TARGET_TASK]["success"] is False and verdicts[TARGET_TASK]["is_error"] is True
     assert verdicts[TARGET_TASK]["message"].startswith("Verifier error: RuntimeError")
 
 
 def test_verifier_that_calls_sys_exit_costs_one_verdict_not_the_run(scenarios_copy: Path, data_dir: Path) -> None:
     _break_verifier(scenarios_copy, CRASHES["exits"])
     run, _, _ = _run(scenarios_copy, data_dir)
-    _assert_verifier_crash_is_a_labelled_fail(run)
+    _assert_verifier_crash_is_a_verifier_error(run, data_dir)
 
 
 def test_unreadable_seed_file_fails_only_the_tasks_that_use_it(scenarios_copy: Path, data_dir: Path) -> None:

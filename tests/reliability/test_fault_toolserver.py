@@ -18,7 +18,7 @@ from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, Rollout
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.artifacts import META_STATE
 from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.runs import MSG_TIMEOUT, RolloutStatus, TerminationReason
+from eval_pipelines.schemas.runs import MSG_TIMEOUT, ErrorClass, RolloutStatus, TerminationReason
 from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.verifiers.loader import load_verifier_package
@@ -29,6 +29,7 @@ from tests.reliability.support_runs import (
     TASK_IDS,
     CollectedRun,
     assert_only_target_failed,
+    assert_target_errored,
     collect,
     launch_request,
     model_config,
@@ -45,8 +46,14 @@ def _run_on_faulty_tool_server(
     *,
     max_parallel: int = 3,
     timeout_seconds: float = 20.0,
+    error_retries: int = 0,
 ) -> CollectedRun:
-    request = launch_request(model_config("sim://local", tool_server_url=tool_server_url), max_parallel=max_parallel)
+    """One attempt per rollout unless `error_retries` says otherwise, so a test sees the fault's own outcome."""
+    request = launch_request(
+        model_config("sim://local", tool_server_url=tool_server_url),
+        max_parallel=max_parallel,
+        error_retries=error_retries,
+    )
     return collect(backend, request, catalog.get(SCENARIO_ID), data_dir, timeout_seconds=timeout_seconds)
 
 
@@ -72,6 +79,31 @@ def test_step_fault_fails_only_its_rollout_as_infrastructure_error(
     assert_only_target_failed(
         run, status=RolloutStatus.FAILED, reason=TerminationReason.INFRASTRUCTURE_ERROR, message_contains=message
     )
+    assert_target_errored(run, ErrorClass.TOOL_SERVER, 1, data_dir / "eval.duckdb")
+
+
+def test_tool_server_error_is_retried_in_a_fresh_workspace_and_the_retry_counts(
+    faulty_tool_server: ToolServerFactory,
+    backend: EmbeddedEvaluationService,
+    catalog: ScenarioCatalog,
+    data_dir: Path,
+) -> None:
+    """The fault hits the target's first attempt only: the rollout runs again on a fresh workspace and passes;
+    the errored attempt stays queryable, and the pass rate counts the rollout once, as passed."""
+    rule = ToolFaultRule(Fault.HTTP_500, step_contains=step_marker(target_task(catalog)), times=1)
+    wrapper, server = faulty_tool_server(rule)
+    run = _run_on_faulty_tool_server(backend, catalog, data_dir, server.url, error_retries=2)
+    assert len(wrapper.injected) == 1
+    target = run.rollouts[TARGET_TASK]
+    assert target.result is not None and target.result.success, target.result
+    assert (target.result.error_class, target.result.attempts) == (None, 2)
+    assert [e.error_class for e in target.result.attempt_errors] == [ErrorClass.TOOL_SERVER]
+    attempts = sorted(
+        (a["attempt"], a["is_final"], a["error_class"]) for a in run.rows_by_task("rollout_attempts")[TARGET_TASK]
+    )
+    assert attempts == [(1, False, "tool_server"), (2, True, None)]
+    _, rates = run.scores(data_dir / "eval.duckdb")
+    assert (rates["n"], rates["passes"], rates["n_errors"]) == (len(TASK_IDS), len(TASK_IDS), 0)
 
 
 @pytest.mark.slow
@@ -113,6 +145,7 @@ def test_tool_server_dying_mid_rollout_keeps_what_completed(
         TerminationReason.WORKSPACE_ERROR,
     )
     assert after.result is not None and "Workspace provisioning failed" in after.result.message
+    assert (dead.result.error_class, after.result.error_class) == (ErrorClass.TOOL_SERVER, ErrorClass.TOOL_SERVER)
 
     rows = {task: found[0] for task, found in run.rows_by_task("rollouts").items()}
     assert [rows[t]["status"] for t in TASK_IDS] == ["completed", "failed", "workspace_error"]
@@ -143,6 +176,7 @@ def test_failed_workspace_creation_is_a_workspace_error_for_that_rollout_only(
         reason=TerminationReason.WORKSPACE_ERROR,
         message_contains="create workspace failed with HTTP 500",
     )
+    assert_target_errored(run, ErrorClass.TOOL_SERVER, 1, data_dir / "eval.duckdb")
 
 
 # -- engine level ---------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ ROLLOUTS = [
     ("g6", "gpt-x", "t1", "completed"),  # re-verified: latest version now fails -> 0
     ("s1", "sim-oracle", "t1", "completed"),  # tie on verified_at: greater version wins (pass) -> 1
     ("s2", "sim-oracle", "t2", "completed"),  # -> 1
-    ("s3", "sim-oracle", "t2", "workspace_error"),  # no verifications, failed status -> 0
+    ("s3", "sim-oracle", "t2", "workspace_error"),  # the tool server failed: an error, outside every rate -> NULL
 ]
 VERIFICATIONS = [
     ("g1", "reply_sent", "h1", True, 0),
@@ -89,7 +89,9 @@ def _expected_scores() -> dict[str, tuple[float | None, float | None]]:
     scores: dict[str, tuple[float | None, float | None]] = {}
     for rid, _, _, status in ROLLOUTS:
         verdicts = [v[2] for (r, _), v in latest.items() if r == rid]
-        if status != "completed":
+        if status == "workspace_error":
+            scores[rid] = (None, None)
+        elif status != "completed":
             scores[rid] = (0.0, 0.0)
         elif not verdicts:
             scores[rid] = (None, None)
@@ -227,8 +229,13 @@ def test_rollout_scores_and_pass_rates_match_python(populated: Path) -> None:
     gpt = pass_rates[("email:v1", "gpt-x")]
     assert (gpt["n"], gpt["n_unscored"], gpt["passes"]) == (5, 1, 2)
     assert gpt["pass_rate"] == pytest.approx(0.4) and gpt["variance"] == pytest.approx(0.24)
+    assert (gpt["n_errors"], gpt["error_share"]) == (0, 0.0)
     sim = pass_rates[("email:v1", "sim-oracle")]
-    assert (sim["n"], sim["passes"], sim["pass_rate"]) == (3, 2, pytest.approx(2 / 3))
+    assert (sim["n"], sim["passes"], sim["pass_rate"]) == (2, 2, pytest.approx(1.0))
+    assert (sim["n_errors"], sim["error_share"], sim["n_unscored"]) == (1, pytest.approx(1 / 3), 0)
+    assert (by_id["s3"]["outcome"], by_id["s3"]["error_class"]) == ("error", "tool_server")
+    assert (by_id["g4"]["outcome"], by_id["g4"]["error_class"]) == ("failed", None)
+    assert by_id["g5"]["outcome"] is None
 
     assert set(task_rates) == set(by_task)
     for key, row in task_rates.items():

@@ -3,6 +3,7 @@ step and reports what it wrote."""
 
 import hashlib
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,19 +11,21 @@ import dagster as dg
 
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.pipeline.health import partition_error_share
 from eval_pipelines.pipeline.steps import (
     check_partition_scores,
     judge_partition_rubrics,
     launch_request,
     run_and_collect,
     sweep_spend_usd,
+    verification_file_stem,
     verify_partition,
 )
 from eval_pipelines.pipeline.summary import markdown_table
 from eval_pipelines.reports import pass_rate_summary
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.schemas.runs import RunLaunchRequest
-from eval_pipelines.schemas.sweep import SweepConfig
+from eval_pipelines.schemas.sweep import DEFAULT_ERROR_THRESHOLD, SweepConfig
 from eval_pipelines.service.runtime import shared_runtime
 from eval_pipelines.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.verifiers.loader import package_version
@@ -166,10 +169,19 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
         timeout_seconds=work.sweep.rollout_timeout_seconds,
         progress=progress,
     )
+    errors = sum(summary.by_error_class.values())
+    if errors:
+        context.log.warning(
+            f"{errors} of {summary.rollouts} rollouts ended in errors (not the agent's failures): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(summary.by_error_class.items()))
+        )
     return dg.MaterializeResult(
         metadata={
             "run_id": summary.run_id,
             "rollouts": summary.rollouts,
+            "errors": errors,
+            "retried_attempts": summary.retries,
+            **{f"errors/{k}": v for k, v in sorted(summary.by_error_class.items())},
             **{f"status/{k}": v for k, v in sorted(summary.by_status.items())},
             **{f"rows/{k}": v for k, v in summary.rows_written.items()},
             "preview": dg.MetadataValue.md(markdown_table(summary.preview)),
@@ -209,6 +221,8 @@ def build_verification_asset(code_version: str) -> dg.AssetsDefinition:
         scenario = paths.catalog().get(scenario_key)
         summary = verify_partition(Warehouse(paths.warehouse), scenario, model_key, scenario_key)
         rate = summary.passed / summary.rollouts_verified if summary.rollouts_verified else 0.0
+        if summary.verifier_errors:
+            context.log.warning(f"{summary.verifier_errors} rollouts got no verdict: verifier errors, not failures")
         context.log.info(
             f"verifier version {summary.verifier_version}: {summary.passed}/{summary.rollouts_verified} passed"
         )
@@ -218,6 +232,7 @@ def build_verification_asset(code_version: str) -> dg.AssetsDefinition:
                 "rollouts_verified": summary.rollouts_verified,
                 "passed": summary.passed,
                 "pass_rate": round(rate, 4),
+                "verifier_errors": summary.verifier_errors,
                 "skipped": summary.skipped,
                 "rows": summary.rows_written,
             }
@@ -231,6 +246,65 @@ def build_scores_check() -> dg.AssetChecksDefinition:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)
         return _scores_check()
+
+
+def build_error_check() -> dg.AssetChecksDefinition:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return _error_check()
+
+
+def _sweep_of(
+    tags: Mapping[str, str], sweeps: dict[str, SweepConfig], model: str, scenario: str
+) -> SweepConfig | None:
+    """The sweep a run stands for: the one its tag names, else the one that pairs the model and scenario."""
+    if SWEEP_TAG in tags:
+        return sweeps.get(tags[SWEEP_TAG])
+    try:
+        return find_sweep_for(sweeps, model, scenario)
+    except ConfigError:
+        return None
+
+
+def _error_check() -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset="verification",
+        name="errors_below_threshold",
+        partitions_def=SCENARIO_MODEL,
+        description="Fails when the share of the sweep's rollouts in this partition that ended in an error (model "
+        "endpoint, tool server, NPC model, verifier, cancel, budget: anything but the agent) exceeds the sweep's "
+        "error_threshold: then the pass rate says nothing about the model.",
+    )
+    def errors_below_threshold(context: dg.AssetCheckExecutionContext, paths: EvalPaths) -> dg.AssetCheckResult:
+        key = context.partition_key
+        assert isinstance(key, dg.MultiPartitionKey)
+        model_key, scenario_key = key.keys_by_dimension["model"], key.keys_by_dimension["scenario"]
+        tags = context.run.tags
+        sweep = _sweep_of(tags, paths.sweeps(), model_key, scenario_key)
+        threshold = sweep.error_threshold if sweep is not None else DEFAULT_ERROR_THRESHOLD
+        scenario = paths.catalog().get(scenario_key)
+        share = partition_error_share(
+            Warehouse(paths.warehouse),
+            model_key,
+            scenario_key,
+            sweep_id=tags.get(SWEEP_ID_TAG),
+            verifications_stem=verification_file_stem(package_version(scenario.verifiers_dir)),
+        )
+        if share is None:
+            return dg.AssetCheckResult(passed=True, description="no finished rollout", metadata={"errors": 0})
+        return dg.AssetCheckResult(
+            passed=not share.exceeds(threshold),
+            description=share.line() if share.n_errors else f"{share.n_finished} rollouts, no error",
+            metadata={
+                "errors": share.n_errors,
+                "finished": share.n_finished,
+                "error_share": round(share.share, 4),
+                "threshold": threshold,
+                "error_class": share.error_class or "-",
+            },
+        )
+
+    return errors_below_threshold
 
 
 def _scores_check() -> dg.AssetChecksDefinition:

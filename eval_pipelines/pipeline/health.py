@@ -1,0 +1,170 @@
+"""Is a sweep's result usable? The share of rollouts per model x scenario that ended in an *error* (an endpoint,
+a tool server, an NPC model, a verifier: anything but the agent) against the sweep's `error_threshold`.
+
+Both the CLI (one line per broken pair, then a non-zero exit) and the `verification` asset check read it here,
+so an outage can never pass for a model's skill on either path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from eval_pipelines.schemas.runs import MSG_AGENT_FAILED, TERMINAL_STATUSES, ErrorClass
+from eval_pipelines.warehouse.catalog import connect_read_only
+from eval_pipelines.warehouse.store import Warehouse
+
+#: Between a model and a scenario in the lines a person reads (the multiplication sign, as in the README).
+PAIR_SIGN = "\u00d7"
+#: Characters of the sample reason printed beside an error count.
+SAMPLE_REASON_CHARS = 160
+_AGENT_FAILED_PREFIX = MSG_AGENT_FAILED.split("{", 1)[0]
+
+
+def _short_reason(text: str | None) -> str:
+    reason = " ".join((text or "no reason recorded").split())
+    reason = reason.removeprefix(_AGENT_FAILED_PREFIX)
+    return reason if len(reason) <= SAMPLE_REASON_CHARS else reason[: SAMPLE_REASON_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class ErrorShare:
+    """Errors of one model x scenario in one sweep, with the most frequent class and one of its reasons."""
+
+    model_name: str
+    scenario_id: str
+    n_errors: int
+    n_finished: int
+    error_class: str | None
+    sample_reason: str | None
+
+    @property
+    def share(self) -> float:
+        return self.n_errors / self.n_finished if self.n_finished else 0.0
+
+    def exceeds(self, threshold: float) -> bool:
+        return self.n_errors > 0 and self.share > threshold
+
+    def line(self) -> str:
+        """`qwen-local x email_ops:1.0.0: 12/12 errors (model_endpoint: connection refused at ...)`."""
+        return (
+            f"{self.model_name} {PAIR_SIGN} {self.scenario_id}: {self.n_errors}/{self.n_finished} errors "
+            f"({self.error_class}: {_short_reason(self.sample_reason)})"
+        )
+
+
+_SWEEP_ERRORS_SQL = """
+with finished as (
+    select s.model_name, s.scenario_id, s.outcome, s.error_class, r.error, r.completed_at
+    from rollout_scores as s
+    join rollouts as r using (rollout_id)
+    where s.sweep_id = ? and s.status not in ('pending', 'running')
+),
+classes as (
+    select
+        model_name,
+        scenario_id,
+        error_class,
+        arg_min(error, completed_at) as sample_reason,
+        row_number() over (partition by model_name, scenario_id order by count(*) desc, error_class) as rank
+    from finished
+    where outcome = 'error'
+    group by model_name, scenario_id, error_class
+)
+select
+    f.model_name,
+    f.scenario_id,
+    count(*) filter (where f.outcome = 'error') as n_errors,
+    count(*) as n_finished,
+    any_value(c.error_class) as error_class,
+    any_value(c.sample_reason) as sample_reason
+from finished as f
+left join classes as c on c.model_name = f.model_name and c.scenario_id = f.scenario_id and c.rank = 1
+group by f.model_name, f.scenario_id
+order by f.scenario_id, f.model_name
+"""
+
+
+def sweep_error_shares(duckdb_path: Path, sweep_id: str) -> list[ErrorShare]:
+    """Every model x scenario of the sweep with its error count, from the catalog (after `eval_catalog`)."""
+    con = connect_read_only(duckdb_path)
+    try:
+        rows = con.execute(_SWEEP_ERRORS_SQL, [sweep_id]).fetchall()
+    finally:
+        con.close()
+    return [ErrorShare(*row) for row in rows]
+
+
+def broken_pairs(duckdb_path: Path, sweep_id: str, threshold: float) -> list[ErrorShare]:
+    """The model x scenario pairs whose error share exceeds `threshold`: the sweep's numbers cannot be trusted."""
+    return [share for share in sweep_error_shares(duckdb_path, sweep_id) if share.exceeds(threshold)]
+
+
+def partition_error_share(
+    warehouse: Warehouse,
+    model_key: str,
+    scenario_key: str,
+    *,
+    sweep_id: str | None,
+    verifications_stem: str,
+) -> ErrorShare | None:
+    """Errors of one partition's rollouts of `sweep_id` (None: the partition's newest sweep), read from its Parquet
+    files: the engine's error classes, except that a verifier error counts only while the current verifier version
+    (`verifications_stem` names its file) still gives no verdict. None when the partition has no finished rollout.
+    """
+    folder = warehouse.table_dir("rollouts") / f"model={model_key}" / f"scenario={scenario_key}"
+    files = sorted(folder.glob("*.parquet"))
+    if not files:
+        return None
+    columns = ["sweep_id", "rollout_id", "scenario_id", "model_name", "status", "error_class", "error", "created_at"]
+    rows = [row for file in files for row in pq.read_table(file, columns=_present(file, columns)).to_pylist()]
+    if sweep_id is None:
+        newest = max(rows, key=lambda r: (r.get("created_at") is not None, r.get("created_at") or 0))
+        sweep_id = newest["sweep_id"]
+    terminal = {status.value for status in TERMINAL_STATUSES}
+    finished = [r for r in rows if r["sweep_id"] == sweep_id and r["status"] in terminal]
+    if not finished:
+        return None
+    no_verdict = _rollouts_without_verdict(
+        warehouse.path_for(
+            "verifications", model_key=model_key, scenario_key=scenario_key, file_stem=verifications_stem
+        )
+    )
+    counts: dict[str, int] = {}
+    samples: dict[str, str | None] = {}
+    for row in finished:
+        error_class = row.get("error_class")
+        if error_class == ErrorClass.VERIFIER.value or row["rollout_id"] in no_verdict:
+            error_class = ErrorClass.VERIFIER.value if row["rollout_id"] in no_verdict else None
+        if error_class is None:
+            continue
+        counts[error_class] = counts.get(error_class, 0) + 1
+        samples.setdefault(error_class, row.get("error"))
+    top = min(counts, key=lambda c: (-counts[c], c)) if counts else None
+    return ErrorShare(
+        model_name=finished[0]["model_name"],
+        scenario_id=finished[0]["scenario_id"],
+        n_errors=sum(counts.values()),
+        n_finished=len(finished),
+        error_class=top,
+        sample_reason=samples.get(top) if top else None,
+    )
+
+
+def _present(file: Path, columns: list[str]) -> list[str]:
+    """The requested columns the file has (files written before `error_class` existed lack it)."""
+    names = set(pq.read_schema(file).names)
+    return [c for c in columns if c in names]
+
+
+def _rollouts_without_verdict(path: Path) -> set[str]:
+    if not path.is_file():
+        return set()
+    names = pq.read_schema(path).names
+    if "is_error" not in names:
+        return set()
+    table = pq.read_table(path, columns=["rollout_id", "is_error"])
+    ids, broken = table.column("rollout_id").to_pylist(), table.column("is_error").to_pylist()
+    return {rid for rid, is_error in zip(ids, broken, strict=True) if is_error}
