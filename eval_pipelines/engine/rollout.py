@@ -55,6 +55,7 @@ from eval_pipelines.toolservers.npc import (
     npc_transcripts,
     withheld_secrets,
 )
+from eval_pipelines.verifiers.isolation import VerifierPool
 from eval_pipelines.verifiers.loader import VerifierPackage
 from eval_pipelines.verifiers.protocol import combine, verify_task
 
@@ -167,9 +168,13 @@ class RolloutEngine:
         agent_factory: AgentFactory = default_agent_factory,
         tool_timeout_seconds: float = 90.0,
         background_cleanup: bool = False,
+        verifier_pool: VerifierPool | None = None,
     ) -> None:
         self.clients = clients
         self.admin = admin
+        #: Where verifiers run: contained worker processes. None verifies in this process, which only trusted
+        #: verifiers deserve (tests and tools that build an engine by hand); the service always passes a pool.
+        self.verifier_pool = verifier_pool
         self.agent_factory = agent_factory
         self.tool_timeout_seconds = tool_timeout_seconds
         #: Delete a finished rollout's workspaces after `execute` returns, so the next rollout starts sooner;
@@ -255,7 +260,7 @@ class RolloutEngine:
 
             if ending.status == RolloutStatus.COMPLETED:
                 observer.phase(RolloutPhase.VERIFYING)
-                outcomes = self.verify(spec, artifacts)
+                outcomes = await self.verify(spec, artifacts)
             return self._finish(spec, artifacts, ending, outcomes, started)
         finally:
             if environment is not None:
@@ -374,9 +379,11 @@ class RolloutEngine:
             artifacts.metadata[META_NPC_TRANSCRIPTS] = npc_transcripts(state[NPC_SERVER]["final"])
         return "; ".join(errors) or None
 
-    def verify(self, spec: RolloutSpec, artifacts: RunArtifacts) -> list[VerifierOutcome]:
+    async def verify(self, spec: RolloutSpec, artifacts: RunArtifacts) -> list[VerifierOutcome]:
         """Run the task's verifiers over the artifacts (and the state snapshots they carry)."""
-        return verify_task(spec.verifiers, spec.task.verifiers, artifacts)
+        if self.verifier_pool is None or spec.verifiers is None:
+            return verify_task(spec.verifiers, spec.task.verifiers, artifacts)
+        return await self.verifier_pool.verify(spec.verifiers.directory, spec.task.verifiers, artifacts)
 
     def _finish(
         self,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import logging
 from collections import Counter
 from collections.abc import Iterator
@@ -24,8 +23,8 @@ from eval_pipelines.schemas.runs import Rollout, RunLaunchRequest, error_class_o
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.sweeps import ConfigError, model_config_for, run_name
-from eval_pipelines.verifiers.loader import load_verifier_package, package_version
-from eval_pipelines.verifiers.protocol import verify_task
+from eval_pipelines.verifiers.isolation import DEFAULT_VERIFIER_TIMEOUT_SECONDS, IsolatedVerifierRunner, VerifyJob
+from eval_pipelines.verifiers.loader import package_version
 from eval_pipelines.verifiers.rubric import RubricJudge
 from eval_pipelines.warehouse.rows import (
     RolloutContext,
@@ -37,6 +36,9 @@ from eval_pipelines.warehouse.rows import (
 from eval_pipelines.warehouse.store import Warehouse
 
 logger = logging.getLogger(__name__)
+
+#: One verifier call's limit when a partition is re-verified.
+VERIFIER_TIMEOUT_SECONDS = DEFAULT_VERIFIER_TIMEOUT_SECONDS
 
 
 def launch_request(
@@ -58,6 +60,7 @@ def launch_request(
         "run_name": run_name(sweep_id, scenario.scenario_id, model.name),
         "error_retries": sweep.error_retries,
         "error_retry_backoff_seconds": sweep.error_retry_backoff_seconds,
+        "verifier_timeout_seconds": sweep.verifier_timeout_seconds,
     }
     if model.user_model:
         npc_model = next((m for m in sweep.models if m.name == model.user_model), None)
@@ -228,19 +231,25 @@ def verify_partition(
     stored = _partition_rollouts(warehouse, model_key, scenario_key)
     if stored is None:
         return VerifySummary(version, 0, 0, 0, 0, None)
-    package = load_verifier_package(scenario.verifiers_dir)
     tasks = scenario.tasks()
     verified_at = verified_at or dt.datetime.now(dt.UTC)
     records: list[VerificationRecord] = []
     verified = passed = skipped = verifier_errors = 0
+    rows: list[dict[str, Any]] = []
+    jobs: list[VerifyJob] = []
     for row in stored.to_pylist():
         path = row["artifacts_path"]
         task = tasks.get(row["task_id"])
         if not path or task is None or not Path(path).is_file():
             skipped += 1
             continue
-        artifacts = RunArtifacts.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
-        outcomes = verify_task(package, task.verifiers, artifacts)
+        rows.append(row)
+        jobs.append(VerifyJob(Path(path), tuple(task.verifiers)))
+    # Verifier code is untrusted (a scenario author's, a bundle's): it runs in a contained worker, where a hang,
+    # an exit or a memory blow-up costs one verdict, never this step.
+    with IsolatedVerifierRunner(scenario.verifiers_dir, timeout_seconds=VERIFIER_TIMEOUT_SECONDS) as runner:
+        results = runner.run(jobs) if jobs else []
+    for row, outcomes in zip(rows, results, strict=True):
         verified += 1
         passed += int(bool(outcomes) and all(o.success for o in outcomes))
         verifier_errors += int(any(o.is_error for o in outcomes))

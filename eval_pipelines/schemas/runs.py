@@ -112,6 +112,8 @@ MAX_ERROR_RETRIES = 10
 #: First wait before an errored rollout runs again; doubled per attempt, with jitter (`error_retry_backoff_seconds`).
 DEFAULT_ERROR_RETRY_BACKOFF_SECONDS = 1.0
 MAX_ERROR_RETRY_BACKOFF_SECONDS = 300.0
+DEFAULT_VERIFIER_TIMEOUT_SECONDS = 30.0
+MAX_VERIFIER_TIMEOUT_SECONDS = 3600.0
 
 MSG_MAX_STEPS = "Max steps reached without final assistant response"
 MSG_CANCELLED = "Cancelled"
@@ -148,6 +150,8 @@ class RunLaunchRequest(StrictModel):
     error_retries: int | None = Field(default=None, ge=0, le=MAX_ERROR_RETRIES)
     #: local extension: the first wait before such a retry, doubled per attempt, with jitter; None: the default.
     error_retry_backoff_seconds: float | None = Field(default=None, ge=0, le=MAX_ERROR_RETRY_BACKOFF_SECONDS)
+    #: local extension: how long one verifier may run on one rollout before it costs a `verifier` error.
+    verifier_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_VERIFIER_TIMEOUT_SECONDS)
 
     @model_validator(mode="after")
     def _check_overrides_and_source(self) -> RunLaunchRequest:

@@ -21,8 +21,10 @@ from eval_pipelines.schemas.runs import (
     AGENT_PATH_PATTERN,
     DEFAULT_ERROR_RETRIES,
     DEFAULT_ERROR_RETRY_BACKOFF_SECONDS,
+    DEFAULT_VERIFIER_TIMEOUT_SECONDS,
     MAX_ERROR_RETRIES,
     MAX_ERROR_RETRY_BACKOFF_SECONDS,
+    MAX_VERIFIER_TIMEOUT_SECONDS,
 )
 
 SIMULATED_BASE_URL = "sim://local"
@@ -110,6 +112,12 @@ class SweepConfig(StrictModel):
         ge=0,
         le=MAX_ERROR_RETRY_BACKOFF_SECONDS,
         description="first wait before such a retry; doubled per attempt, with jitter",
+    )
+    verifier_timeout_seconds: float = Field(
+        default=DEFAULT_VERIFIER_TIMEOUT_SECONDS,
+        gt=0,
+        le=MAX_VERIFIER_TIMEOUT_SECONDS,
+        description="how long one verifier may run on one rollout; past it the verdict is a `verifier` error",
     )
     error_threshold: float = Field(
         default=DEFAULT_ERROR_THRESHOLD,

@@ -28,6 +28,7 @@ from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import (
     DEFAULT_ERROR_RETRIES,
     DEFAULT_ERROR_RETRY_BACKOFF_SECONDS,
+    DEFAULT_VERIFIER_TIMEOUT_SECONDS,
     MSG_CANCELLED,
     MSG_COST_CEILING,
     AttemptError,
@@ -47,6 +48,7 @@ from eval_pipelines.schemas.scenarios import NpcProfile, Task
 from eval_pipelines.service.store import NewRollout, ProgressEvent, Runner, RunStore
 from eval_pipelines.service.workers import WorkerJob, WorkerProcess, rollout_workers, split_parallel
 from eval_pipelines.toolservers.admin import DEFAULT_MAX_CONNECTIONS, ToolServerAdmin
+from eval_pipelines.verifiers.isolation import VerifierPool
 from eval_pipelines.verifiers.loader import VerifierPackage, load_verifier_package
 
 logger = logging.getLogger(__name__)
@@ -408,7 +410,8 @@ class RunExecutor:
         self._cancel_events[run_id] = cancel
         clients = ChatClientPool(max_concurrency=parallel)
         admin = ToolServerAdmin(max_connections=max(parallel, DEFAULT_MAX_CONNECTIONS))
-        engine = RolloutEngine(clients, admin, background_cleanup=True)
+        verifiers = VerifierPool(request.get("verifier_timeout_seconds") or DEFAULT_VERIFIER_TIMEOUT_SECONDS)
+        engine = RolloutEngine(clients, admin, background_cleanup=True, verifier_pool=verifiers)
 
         ceiling = request.get("max_cost_usd")
         progress = ProgressBuffer(self.store)
@@ -568,6 +571,7 @@ class RunExecutor:
             await engine.drain()
             await clients.aclose()
             await admin.aclose()
+            await asyncio.to_thread(verifiers.close)
             if self._cancel_events.get(run_id) is cancel:
                 del self._cancel_events[run_id]
 

@@ -11,34 +11,46 @@ module (on its first use), both small next to a timeout. A module that brings th
 `max_worker_failures` times in one `run` is not run again in that run: its remaining calls fail at once, so one
 broken verifier cannot turn a 10,000-rollout batch into 10,000 process restarts.
 
-The worker is a containment boundary, not a sandbox: it runs as this user and can read what this user can.
-It does get none of this process's environment variables beyond locale and paths, so API keys stay behind.
+The worker is a containment boundary, not a full sandbox. It gets none of this process's environment variables
+beyond locale and paths, so API keys stay behind; its address space is capped (`VERIFIER_MEMORY_LIMIT_BYTES`), so
+a memory blow-up is a MemoryError in one verdict, not the machine. Once the package is imported it works in a
+private temp dir, confines its writes to that dir with Landlock and drops every capability (`lib/confine.py`): a
+verifier can change no file outside the dir, and, even as root, cannot read the environment or memory of the
+processes that hold keys (they mark themselves non-dumpable). It may still read files and use the network. On a
+kernel without Landlock the write confinement is missing; the other limits hold.
 
-`run_in_process` is the fast path for trusted built-in scenarios: the same results, no process boundary.
+`run_in_process` remains for tests and tools that verify trusted code: no process boundary, no containment.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import multiprocessing.connection
 import os
+import resource
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeGuard
 
+from eval_pipelines.lib.confine import drop_capabilities, restrict_writes_to
 from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.runs import DEFAULT_VERIFIER_TIMEOUT_SECONDS
 from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome
 from eval_pipelines.verifiers.loader import load_verifier_package, verifier_version
 from eval_pipelines.verifiers.protocol import VerifierSource, verify_module
 
-DEFAULT_VERIFIER_TIMEOUT_SECONDS = 30.0
+#: Address-space cap of a verifier worker: far above what reading a rollout's state needs, far below the machine.
+VERIFIER_MEMORY_LIMIT_BYTES = 2 << 30
 #: Spawning imports pydantic and the schemas; on a busy 2-core machine that can take several seconds.
 DEFAULT_WORKER_START_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_WORKER_FAILURES = 3
@@ -46,7 +58,8 @@ _STOP_GRACE_SECONDS = 2.0
 #: The only environment variables a worker gets (locale, temp dir, search path); secrets stay behind.
 _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
 
-ArtifactsRef = RunArtifacts | dict[str, Any] | str | Path
+#: The artifacts object, its JSON-ready dict, its JSON bytes, or the path of its trace file.
+ArtifactsRef = RunArtifacts | dict[str, Any] | bytes | str | Path | OSError
 #: A job on its way to the worker: (job index, artifacts, modules, positions of the modules still to run).
 _Pending = tuple[int, ArtifactsRef, tuple[str, ...], tuple[int, ...]]
 
@@ -82,7 +95,44 @@ def load_artifacts(ref: ArtifactsRef) -> RunArtifacts:
         return ref
     if isinstance(ref, dict):
         return RunArtifacts.model_validate(ref)
+    if isinstance(ref, bytes):
+        return RunArtifacts.model_validate_json(ref)
+    if isinstance(ref, OSError):  # the parent could not read the trace: the same error, reported by the worker
+        raise ref
     return RunArtifacts.model_validate(json.loads(Path(ref).read_text(encoding="utf-8")))
+
+
+def _read_ref(ref: ArtifactsRef) -> ArtifactsRef:
+    """A trace path becomes its bytes, read here: the worker may run as a user that cannot open the data dir. A
+    file that cannot be read becomes its OSError, which the worker reports as that rollout's error."""
+    if isinstance(ref, str | Path):
+        try:
+            return Path(ref).read_bytes()
+        except OSError as exc:
+            return exc
+    return ref
+
+
+def _preload(source: VerifierSource, verifiers_dir: Path) -> None:
+    """Import every verifier module while the worker may still read the package (before dropping privileges);
+    the package caches them, and a module that fails to import keeps its error for its verdicts."""
+    for path in sorted(verifiers_dir.glob("*.py")):
+        if not path.stem.startswith("_"):
+            with contextlib.suppress(Exception):
+                source.get(path.stem)
+
+
+def _confine_worker() -> None:
+    """Cap memory, move into a private temp dir, and confine writes to it (Landlock): from here on the worker
+    can change nothing outside that dir, nor read the memory or environment of the processes that hold keys."""
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (VERIFIER_MEMORY_LIMIT_BYTES, VERIFIER_MEMORY_LIMIT_BYTES))
+    workdir = tempfile.mkdtemp(prefix="verifier-")
+    os.environ["TMPDIR"] = workdir
+    tempfile.tempdir = workdir
+    os.chdir(workdir)
+    restrict_writes_to([Path(workdir)], writable_files=[Path(os.devnull)])
+    drop_capabilities()
 
 
 def _failed(module: str, version: str, message: str) -> VerifierOutcome:
@@ -137,6 +187,8 @@ def _worker_main(conn: multiprocessing.connection.Connection, spec: VerifierSour
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         source = spec.open()
+        _preload(source, spec.verifiers_dir)
+        _confine_worker()
     except Exception as exc:
         conn.send(("load_error", f"{type(exc).__name__}: {exc}"))
         return
@@ -270,7 +322,7 @@ class IsolatedVerifierRunner:
         chosen = bundle.scenario(scenario)
         return cls(chosen.verifiers_dir, bundle_root=bundle.root, scenario=chosen.scenario_id, **options)
 
-    def _version(self, module: str) -> str:
+    def version_of(self, module: str) -> str:
         if module not in self._versions:
             self._versions[module] = verifier_version(self.spec.verifiers_dir, module)
         return self._versions[module]
@@ -316,7 +368,9 @@ class IsolatedVerifierRunner:
     def run(self, jobs: Sequence[VerifyJob]) -> list[list[VerifierOutcome]]:
         results: list[list[VerifierOutcome | None]] = [[None] * len(job.modules) for job in jobs]
         pending: list[_Pending] = [
-            (i, job.artifacts, job.modules, tuple(range(len(job.modules)))) for i, job in enumerate(jobs) if job.modules
+            (i, _read_ref(job.artifacts), job.modules, tuple(range(len(job.modules))))
+            for i, job in enumerate(jobs)
+            if job.modules
         ]
         failures: dict[str, int] = {}
         while pending:
@@ -339,7 +393,7 @@ class IsolatedVerifierRunner:
                 if module in broken:
                     results[job_index][position] = _failed(
                         module,
-                        self._version(module),
+                        self.version_of(module),
                         f"Verifier skipped: it stopped the verifier process {failures[module]} times in this run",
                     )
                 else:
@@ -388,7 +442,7 @@ class IsolatedVerifierRunner:
                 reason = "Verifier process sent an unexpected message on its result channel"
             else:
                 reason = describe_exit(self._discard_worker(exiting=True))
-            results[job_index][positions[n]] = _failed(module, self._version(module), reason)
+            results[job_index][positions[n]] = _failed(module, self.version_of(module), reason)
             failures[module] = failures.get(module, 0) + 1
             rest: list[_Pending] = [(job_index, ref, modules, positions[n + 1 :])] if positions[n + 1 :] else []
             return rest + pending[k + 1 :]
@@ -413,6 +467,46 @@ class IsolatedVerifierRunner:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class VerifierPool:
+    """Contained verification for a process that verifies rollouts one by one as they finish (the rollout engine):
+    one `IsolatedVerifierRunner` per verifier package, kept warm, each used by one caller at a time from a
+    thread, so the event loop never waits on verifier code and a verifier's crash costs one verdict."""
+
+    def __init__(self, timeout_seconds: float = DEFAULT_VERIFIER_TIMEOUT_SECONDS) -> None:
+        self.timeout_seconds = timeout_seconds
+        self._runners: dict[Path, tuple[IsolatedVerifierRunner, threading.Lock]] = {}
+        self._guard = threading.Lock()
+
+    def _runner(self, verifiers_dir: Path) -> tuple[IsolatedVerifierRunner, threading.Lock]:
+        with self._guard:
+            if verifiers_dir not in self._runners:
+                runner = IsolatedVerifierRunner(verifiers_dir, timeout_seconds=self.timeout_seconds)
+                self._runners[verifiers_dir] = (runner, threading.Lock())
+            return self._runners[verifiers_dir]
+
+    def verify_now(self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts) -> list[VerifierOutcome]:
+        """Blocking: run the task's verifiers over one rollout's artifacts in the package's worker."""
+        runner, lock = self._runner(verifiers_dir)
+        job = VerifyJob(artifacts.model_dump(mode="json"), tuple(modules))
+        with lock:
+            try:
+                return runner.run([job])[0]
+            except WorkerStartError as exc:
+                return [_failed(m, runner.version_of(m), f"Verifier error: {exc}") for m in modules]
+
+    async def verify(
+        self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts
+    ) -> list[VerifierOutcome]:
+        return await asyncio.to_thread(self.verify_now, verifiers_dir, modules, artifacts)
+
+    def close(self) -> None:
+        with self._guard:
+            runners, self._runners = list(self._runners.values()), {}
+        for runner, lock in runners:
+            with lock:
+                runner.close()
 
 
 def _is_outcome(
@@ -443,6 +537,7 @@ __all__ = [
     "DEFAULT_MAX_WORKER_FAILURES",
     "DEFAULT_VERIFIER_TIMEOUT_SECONDS",
     "IsolatedVerifierRunner",
+    "VerifierPool",
     "VerifierSourceSpec",
     "VerifyJob",
     "WorkerStartError",
