@@ -12,6 +12,7 @@ import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
@@ -90,7 +91,10 @@ class RolloutSpec:
     tool_server_urls: dict[str, str]
     #: tool server name -> parsed seed files.
     seed: dict[str, list[Any]] = field(default_factory=dict)
+    #: the task's verifiers, already imported in this process: only for trusted code (tests, tools).
     verifiers: VerifierPackage | None = None
+    #: the scenario's verifier package, run in the engine's contained `verifier_pool` (what the service uses).
+    verifiers_dir: Path | None = None
     timeout_seconds: float = 300.0
     rollout_index: int = 0
     client_context: dict[str, Any] | None = None
@@ -381,9 +385,12 @@ class RolloutEngine:
 
     async def verify(self, spec: RolloutSpec, artifacts: RunArtifacts) -> list[VerifierOutcome]:
         """Run the task's verifiers over the artifacts (and the state snapshots they carry)."""
-        if self.verifier_pool is None or spec.verifiers is None:
-            return verify_task(spec.verifiers, spec.task.verifiers, artifacts)
-        return await self.verifier_pool.verify(spec.verifiers.directory, spec.task.verifiers, artifacts)
+        directory = spec.verifiers_dir or (spec.verifiers.directory if spec.verifiers is not None else None)
+        if self.verifier_pool is not None and directory is not None:
+            return await self.verifier_pool.verify(directory, spec.task.verifiers, artifacts)
+        if spec.verifiers is None and directory is not None:
+            raise ValueError("a rollout whose verifiers are not imported needs an engine with a verifier_pool")
+        return verify_task(spec.verifiers, spec.task.verifiers, artifacts)
 
     def _finish(
         self,

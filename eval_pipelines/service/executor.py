@@ -49,7 +49,6 @@ from eval_pipelines.service.store import NewRollout, ProgressEvent, Runner, RunS
 from eval_pipelines.service.workers import WorkerJob, WorkerProcess, rollout_workers, split_parallel
 from eval_pipelines.toolservers.admin import DEFAULT_MAX_CONNECTIONS, ToolServerAdmin
 from eval_pipelines.verifiers.isolation import VerifierPool
-from eval_pipelines.verifiers.loader import VerifierPackage, load_verifier_package
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +184,6 @@ class RunExecutor:
         self.artifacts_dir = artifacts_dir
         self.runner = Runner.current()
         self._cancel_events: dict[str, asyncio.Event] = {}
-        self._verifier_packages: dict[Path, VerifierPackage] = {}
 
     # -- launch / resume / cancel -----------------------------------------------------------------------
     def scenario(self, scenario_id: str) -> ScenarioFiles:
@@ -274,13 +272,11 @@ class RunExecutor:
         return self.store.fail_interrupted(runner=self.runner)
 
     # -- execution --------------------------------------------------------------------------------------
-    def _package(self, scenario: ScenarioFiles) -> VerifierPackage | None:
+    @staticmethod
+    def _verifiers_dir(scenario: ScenarioFiles) -> Path | None:
+        """The scenario's verifier package, never imported here: verifier code runs only in contained workers."""
         directory = scenario.verifiers_dir
-        if not (directory / "__init__.py").is_file():
-            return None
-        if directory not in self._verifier_packages:
-            self._verifier_packages[directory] = load_verifier_package(directory)
-        return self._verifier_packages[directory]
+        return directory if (directory / "__init__.py").is_file() else None
 
     def artifacts_path(self, run_id: str, rollout_id: str) -> Path:
         return self.artifacts_dir / run_id / f"{rollout_id}.json"
@@ -401,7 +397,7 @@ class RunExecutor:
         parallel = max(slots.capacity, 1)
         overrides = {k: TaskOverride.model_validate(v) for k, v in (request.get("task_overrides") or {}).items()}
         scenario = self.scenario(run.scenario_id)
-        package = self._package(scenario)
+        verifiers_dir = self._verifiers_dir(scenario)
         agent_path = request.get("agent")
         urls = self.runtime.tool_server_urls()
         cancel = asyncio.Event()
@@ -518,7 +514,7 @@ class RunExecutor:
                 model_config=resolved,
                 tool_server_urls=urls,
                 seed=seed,
-                verifiers=package,
+                verifiers_dir=verifiers_dir,
                 timeout_seconds=timeout_seconds,
                 rollout_index=rollout.rollout_index,
                 client_context=extra.get("client_context"),
