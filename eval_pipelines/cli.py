@@ -7,14 +7,17 @@ the field, and exit with status 2; no traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.lib.sweep_control import SweepLock, SweepLocked, SweepStop
 from eval_pipelines.paths import data_dir, scenarios_dir, sweeps_dir
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, partition_key
 from eval_pipelines.sweeps import (
@@ -51,7 +54,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from eval_pipelines.clients.backend import EvaluationBackend
     from eval_pipelines.defs.runner import SERVICE_KEY_ENV, SweepRun
-    from eval_pipelines.reports import model_label
     from eval_pipelines.reports.data import pass_rate_rows
 
     console = Console(stderr=True)
@@ -99,46 +101,91 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"sweep [bold]{sweep.name}[/] id [bold]{run.sweep_id}[/]: {len(sweep.models)} models x {len(scenarios)} "
         f"scenarios x rollout_count {sweep.rollout_count} = {total} rollouts"
     )
-    stop = threading.Event()
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        bar = progress.add_task("rollouts", total=total)
-
-        def poll() -> None:
-            names = [run_name(run.sweep_id, s.scenario_id, m.name) for m, s in run.pairs]
-            while not stop.wait(0.5):
-                finished = 0
-                for name in names:
-                    found = backend.find_run(name)
-                    if found is not None:
-                        finished += found.total - found.pending - found.running
-                progress.update(bar, completed=finished)
-
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
-        try:
-            failures = run.execute(
-                lambda model, scenario: progress.update(
-                    bar, description=f"{model_label(model.name, model.is_simulated)} x {scenario.scenario_id}"
+    stop = SweepStop()
+    names = [run_name(run.sweep_id, s.scenario_id, m.name) for m, s in run.pairs]
+    outcome: list[list[str]] = []
+    # The sweep runs on a worker thread, so that SIGINT and SIGTERM reach this thread's handlers (Dagster only
+    # takes over signals on the main thread) and the progress bar is drawn from here while it runs.
+    worker = threading.Thread(
+        target=lambda: outcome.append(run.execute(lambda model, scenario: None, stop)), name="sweep", daemon=True
+    )
+    try:
+        with (
+            SweepLock(data_dir(), run.sweep_id),
+            _stop_on_signals(stop),
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[errors]}"),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=console,
+                transient=False,
+            ) as progress,
+        ):
+            bar = progress.add_task("rollouts", total=total, errors="")
+            worker.start()
+            cancelled = False
+            while worker.is_alive():
+                worker.join(PROGRESS_SECONDS)
+                runs = [found for name in names if (found := backend.find_run(name)) is not None]
+                finished = sum(r.total - r.pending - r.running for r in runs)
+                errors = sum(r.errors for r in runs)
+                active = next((r for r in runs if not r.is_finished), None)
+                description = "rollouts" if active is None else active.run_name or active.scenario_id
+                progress.update(
+                    bar,
+                    completed=finished,
+                    description=description,
+                    errors=f"[red]{errors} errors[/]" if errors else "",
                 )
-            )
-        finally:
-            stop.set()
-            poller.join()
-        progress.update(bar, completed=total, description="done")
+                if stop.requested and not cancelled:
+                    cancelled = True
+                    progress.update(bar, description=f"stopping ({stop.signal_name})")
+                    for found in runs:
+                        if not found.is_finished:
+                            backend.cancel(found.run_id)
+            progress.update(bar, description="stopped" if stop.requested else "done")
+    except SweepLocked as locked:
+        raise UserError(str(locked)) from None
+    failures = outcome[0] if outcome else ["sweep"]
+    if stop.requested:
+        assert stop.signum is not None
+        console.print(
+            f"stopped by {stop.signal_name}: in-flight rollouts ended cancelled; run the same command to resume"
+        )
+        return 128 + stop.signum
     if run.abandoned_runs:
         console.print(f"marked {run.abandoned_runs} run(s) of a killed sweep as failed and freed their pool slots")
     _, rows = pass_rate_rows(run.paths().duckdb, run.sweep_id)
     print_pass_rates(rows, sweep_id=run.sweep_id)
     return sweep_exit_code(run.paths().duckdb, run.sweep_id, sweep.error_threshold, failures)
+
+
+#: How often the progress bar reads the runs' counts.
+PROGRESS_SECONDS = 0.5
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: SweepStop) -> Iterator[None]:
+    """SIGINT and SIGTERM request a clean stop (the sweep cancels its in-flight rollouts and starts nothing new);
+    a second signal gets the default behaviour, for a user who cannot wait."""
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, _frame: object) -> None:
+        stop.request(signum)
+        for restored, original in previous.items():
+            signal.signal(restored, original)
+
+    for signum in previous:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, original in previous.items():
+            signal.signal(signum, original)
 
 
 def sweep_exit_code(duckdb_path: Path, sweep_id: str, threshold: float, failures: Sequence[str]) -> int:
@@ -150,9 +197,7 @@ def sweep_exit_code(duckdb_path: Path, sweep_id: str, threshold: float, failures
     for pair in broken:
         print(f"eval-pipelines: errors above {threshold:.0%}: {pair.line()}", file=sys.stderr)
     if failures:
-        print(
-            f"eval-pipelines: failed: {', '.join(failures)} (see `dagster dev -w workspace.yaml`)", file=sys.stderr
-        )
+        print(f"eval-pipelines: failed: {', '.join(failures)} (see `dagster dev -w workspace.yaml`)", file=sys.stderr)
     if broken:
         return EXIT_ERRORS
     return EXIT_STEP_FAILED if failures else 0

@@ -20,6 +20,11 @@ class EvaluationBackend(Protocol):
 
     def find_run(self, run_name: str) -> Run | None: ...
 
+    def cancel(self, run_id: str) -> int:
+        """Stop the run: active rollouts end `cancelled` within a second, pending ones never start. Returns how
+        many rollouts were cancelled."""
+        ...
+
     def complete_run(
         self,
         run_id: str,

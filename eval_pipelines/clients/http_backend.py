@@ -67,6 +67,9 @@ class HttpEvaluationBackend:
     def find_run(self, run_name: str) -> Run | None:
         return self.client.find_run_by_name(run_name)
 
+    def cancel(self, run_id: str) -> int:
+        return self.client.cancel_run(run_id).cancelled_rollouts
+
     def complete_run(
         self,
         run_id: str,

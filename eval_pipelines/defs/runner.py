@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
 
 from eval_pipelines.definitions import assets_by_name
-from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
+from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, build_error_check, build_scores_check
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.lib.sweep_control import SweepStop
 from eval_pipelines.paths import project_root
 from eval_pipelines.scenarios.catalog import ScenarioFiles
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 
 CLI_PID_TAG = "eval_pipelines/cli_pid"
+#: Set on a sweep's run that SIGINT or SIGTERM stopped, to the signal's name.
+INTERRUPTED_TAG = "eval_pipelines/interrupted"
+PARTITION_JOB = "__cli_sweep_partition"
 CLI_HOST_TAG = "eval_pipelines/cli_host"
 SERVICE_KEY_ENV = "EVAL_SERVICE_API_KEY"
 PARTITION_STEPS = ("eval_run", "rollouts", "verification", "rubric_verification")
@@ -58,6 +62,17 @@ def fail_abandoned_cli_runs(instance: dg.DagsterInstance) -> int:
     return failed
 
 
+def _job_with_checks(steps: Sequence[dg.AssetsDefinition], resources: Mapping[str, object]) -> dg.JobDefinition:
+    """The partition's steps and the checks on them, as one job: `dg.materialize` takes no asset checks."""
+    defs = dg.Definitions(
+        assets=steps,
+        asset_checks=[build_scores_check(), build_error_check()],
+        jobs=[dg.define_asset_job(PARTITION_JOB, selection=dg.AssetSelection.all())],
+        resources=resources,
+    )
+    return defs.resolve_job_def(PARTITION_JOB)
+
+
 def register_scenario_partition(scenario_key: str) -> None:
     with open_instance() as instance:
         instance.add_dynamic_partitions(SCENARIOS.name or "scenarios", [scenario_key])
@@ -90,27 +105,32 @@ class SweepRun:
             return EvalService(backend="http", base_url=self.base_url, api_key=dg.EnvVar(SERVICE_KEY_ENV))
         return EvalService()
 
-    def execute(self, on_pair: Callable[[SweepModel, ScenarioFiles], None]) -> list[str]:
-        """Materialise every pair's partition, then the catalog; returns what failed (empty when all passed)."""
+    def execute(self, on_pair: Callable[[SweepModel, ScenarioFiles], None], stop: SweepStop | None = None) -> list[str]:
+        """Materialise every pair's partition (with the verification checks, as a Dagster-launched run has them),
+        then the catalog; returns what failed (empty when all passed). Once `stop` is requested no further pair
+        starts, and the runs it interrupted carry the signal in their tags."""
         assets = assets_by_name()
         steps = [assets[k] for k in PARTITION_STEPS + (() if self.skip_assessment else ASSESSMENT_STEPS)]
         resources = {"paths": self.paths(), "eval_service": self.eval_service()}
+        partition_job = _job_with_checks(steps, resources)
         cli_tags = {CLI_PID_TAG: str(os.getpid()), CLI_HOST_TAG: socket.gethostname()}
         with open_instance() as instance:
             self.abandoned_runs = fail_abandoned_cli_runs(instance)
             instance.add_dynamic_partitions(MODELS.name or "models", [m.name for m in self.sweep.models])
             instance.add_dynamic_partitions(SCENARIOS.name or "scenarios", [s.key for s in self.scenarios])
             for model, scenario in self.pairs:
+                if stop is not None and stop.requested:
+                    break
                 on_pair(model, scenario)
-                result = dg.materialize(
-                    steps,
+                result = partition_job.execute_in_process(
                     partition_key=partition_of(model.name, scenario.key),
                     instance=instance,
-                    resources=resources,
                     tags={SWEEP_TAG: self.sweep.name, SWEEP_ID_TAG: self.sweep_id, **cli_tags},
                     run_config=QUIET_CONSOLE,
                     raise_on_error=False,
                 )
+                if stop is not None and stop.requested:
+                    instance.add_run_tags(result.run_id, {INTERRUPTED_TAG: stop.signal_name})
                 if not result.success:
                     self.failures.append(f"{model.name}|{scenario.key}")
             catalog = dg.materialize(

@@ -178,6 +178,8 @@ class Run(WireModel):
     in_progress: int = 0
     pending: int = 0
     running: int = 0
+    #: local extension: finished rollouts that ended in an error (see `ErrorClass`), counted among `failed`.
+    errors: int = 0
     rollout_ids: list[str] = Field(default_factory=list)
     created_at: str | None = None
 

@@ -40,6 +40,9 @@ class EmbeddedEvaluationService:
         run_id = self.store.find_run_id_by_name(run_name)
         return None if run_id is None else self.store.get_run(run_id)
 
+    def cancel(self, run_id: str) -> int:
+        return self.executor.cancel(run_id)
+
     def complete_run(
         self,
         run_id: str,

@@ -11,6 +11,7 @@ import logging
 import os
 import random
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -567,7 +568,8 @@ class RunExecutor:
             await engine.drain()
             await clients.aclose()
             await admin.aclose()
-            await asyncio.to_thread(verifiers.close)
+            # The verifier workers stop on their own time: the run is over, and its caller must not wait for them.
+            threading.Thread(target=verifiers.close, name="close-verifier-workers", daemon=True).start()
             if self._cancel_events.get(run_id) is cancel:
                 del self._cancel_events[run_id]
 

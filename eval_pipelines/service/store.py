@@ -36,6 +36,9 @@ from eval_pipelines.schemas.runs import (
 )
 from eval_pipelines.schemas.taskgen import JobStatus, TaskGenJob, TaskGenResults
 
+#: Key of `_counts` that is not a status.
+ERRORS_COUNT = "errors"
+
 SCHEMA = """
 create table if not exists runs (
     run_id text primary key,
@@ -247,7 +250,8 @@ class RunStore(SqliteDatabase):
             scenario_id=row["scenario_id"],
             source=row["source"],
             created_at=row["created_at"],
-            total=sum(counts.values()),
+            total=sum(n for status, n in counts.items() if status != ERRORS_COUNT),
+            errors=counts.get(ERRORS_COUNT, 0),
             completed=counts.get("completed", 0),
             failed=counts.get("failed", 0) + counts.get("workspace_error", 0),
             pending=counts.get("pending", 0),
@@ -257,10 +261,18 @@ class RunStore(SqliteDatabase):
         )
 
     def _counts(self, run_id: str) -> dict[str, int]:
+        """Rollouts per status, plus `errors`: finished ones that ended in an error, not the agent's failure."""
         rows = self._conn().execute(
-            "select status, count(*) as n from rollouts where run_id = ? group by status", (run_id,)
+            "select status, count(*) as n,"
+            " count(*) filter (where json_extract(result_json, '$.error_class') is not null) as errors"
+            " from rollouts where run_id = ? group by status",
+            (run_id,),
         )
-        return {r["status"]: int(r["n"]) for r in rows}
+        counts: dict[str, int] = {ERRORS_COUNT: 0}
+        for r in rows:
+            counts[r["status"]] = int(r["n"])
+            counts[ERRORS_COUNT] += int(r["errors"])
+        return counts
 
     def get_run(self, run_id: str, expand_rollouts: bool = False) -> Run | None:
         row = self._conn().execute("select * from runs where run_id = ?", (run_id,)).fetchone()
