@@ -9,7 +9,9 @@ and a hosted one. Rows are matched back to rollouts by position (the platform sc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
@@ -22,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from eval_pipelines.clients.platform import (
     PLATFORM_SPACE_ENV,
@@ -154,18 +155,6 @@ def dataset_row(
     )
 
 
-def _partition_files(warehouse: Warehouse, table: str, model_key: str, scenario_key: str) -> list[Path]:
-    folder = warehouse.table_dir(table) / f"{HIVE_MODEL}={model_key}" / f"{HIVE_SCENARIO}={scenario_key}"
-    return sorted(folder.glob("*.parquet"))
-
-
-def _read(files: Sequence[Path], columns: Sequence[str]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for path in files:
-        rows.extend(pq.read_table(path, columns=list(columns)).to_pylist())
-    return rows
-
-
 def _recency(verification: Mapping[str, Any]) -> tuple[Any, Any]:
     # Same tie-break as the `verifications_latest` view: latest verified_at, then the greater version.
     return verification["verified_at"], verification["verifier_version"]
@@ -185,26 +174,45 @@ def verifier_labels(verifications: Iterable[Mapping[str, Any]]) -> dict[str, int
     return labels
 
 
-def build_dataset_rows(warehouse: Warehouse, model_key: str, scenario_key: str) -> list[AssessmentRow]:
-    """Rows for every finished rollout of the partition that has a trace with an assistant turn.
+_DATASET_ROLLOUT_COLUMNS = (
+    "sweep_id",
+    "rollout_id",
+    "scenario_id",
+    "task_id",
+    "model_name",
+    "status",
+    "error_class",
+    "artifacts_path",
+)
 
-    ground_truth: 1/0 from the latest verifier verdicts; 0 for a rollout that failed (the agent did not finish);
-    null for a completed rollout not yet verified.
+
+def build_dataset_rows(warehouse: Warehouse, model_key: str, scenario_key: str, sweep_id: str) -> list[AssessmentRow]:
+    """Rows for every finished rollout of the sweep in the partition that has a trace with an assistant turn.
+
+    ground_truth: 1/0 from the latest verifier verdicts; 0 for a rollout the agent did not finish; null for a
+    completed rollout not yet verified. Rollouts that ended in an error are left out: an endpoint outage or a
+    broken verifier is nothing to judge.
     """
-    rollouts = _read(
-        _partition_files(warehouse, "rollouts", model_key, scenario_key),
-        ("sweep_id", "rollout_id", "scenario_id", "task_id", "model_name", "status", "artifacts_path"),
+    where = {"model_key": model_key, "scenario_key": scenario_key, "sweep_id": sweep_id}
+    rollouts = warehouse.partition_rows(
+        "rollouts",
+        columns=_DATASET_ROLLOUT_COLUMNS,
+        **where,
     )
-    labels = verifier_labels(
-        _read(
-            _partition_files(warehouse, "verifications", model_key, scenario_key),
-            ("rollout_id", "verifier", "verifier_version", "success", "verified_at"),
-        )
+    verdicts = warehouse.partition_rows(
+        "verifications",
+        columns=("rollout_id", "verifier", "verifier_version", "kind", "success", "is_error", "verified_at"),
+        **where,
     )
+    programmatic = [v for v in verdicts if v["kind"] != "rubric"]
+    no_verdict = {v["rollout_id"] for v in programmatic if v["is_error"]}
+    labels = verifier_labels(programmatic)
     rows: list[AssessmentRow] = []
     skipped = 0
     for rollout in sorted(rollouts, key=lambda r: (r["task_id"], r["rollout_id"])):
         if rollout["status"] in ("pending", "running"):
+            continue
+        if rollout["error_class"] is not None or rollout["rollout_id"] in no_verdict:
             continue
         path = rollout["artifacts_path"]
         if not path or not Path(path).is_file():
@@ -228,6 +236,15 @@ def build_dataset_rows(warehouse: Warehouse, model_key: str, scenario_key: str) 
     if skipped:
         logger.warning("%d rollout(s) of %s/%s have no trace with an assistant turn", skipped, model_key, scenario_key)
     return rows
+
+
+def rows_digest(rows: Sequence[AssessmentRow]) -> str:
+    """A content hash of dataset rows: the same rows upload once, however often the step runs."""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(json.dumps(asdict(row.ref), sort_keys=True).encode())
+        digest.update(row.row.model_dump_json().encode())
+    return digest.hexdigest()
 
 
 # --- judging on the platform --------------------------------------------------------------------------------
@@ -422,9 +439,10 @@ def judgements_table(
     return _table(JUDGEMENTS, columns)
 
 
-def judgements_file_stem(setup: JudgeSetup) -> str:
-    """One file per judge configuration: re-judging with the same models replaces it, other models add one."""
-    raw = f"judges-{setup.quality_model}-{setup.safety_model}"
+def judgements_file_stem(setup: JudgeSetup, sweep_id: str) -> str:
+    """One file per sweep and judge configuration: re-judging a sweep with the same models replaces its file,
+    other models add one, and no sweep's file is touched by another sweep's judging."""
+    raw = f"judges-{setup.quality_model}-{setup.safety_model}-{sweep_id}"
     return re.sub(r"[^A-Za-z0-9_.-]", "_", raw)
 
 
@@ -437,6 +455,8 @@ class DatasetManifest:
     space_id: str
     dataset_name: str
     rows: tuple[RolloutRef, ...]
+    #: `rows_digest` of what was uploaded: a re-run with the same rows reuses the dataset instead of uploading.
+    digest: str = ""
 
     def save(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -454,12 +474,50 @@ class DatasetManifest:
             space_id=data["space_id"],
             dataset_name=data["dataset_name"],
             rows=tuple(RolloutRef(**r) for r in data["rows"]),
+            digest=data.get("digest", ""),
         )
 
 
-def manifest_path(root: Path, model_key: str, scenario_key: str) -> Path:
-    """Where `assessment_dataset` leaves its manifest: `<root>/assessment/model=<m>/scenario=<s>/dataset.json`."""
-    return root / "assessment" / f"{HIVE_MODEL}={model_key}" / f"{HIVE_SCENARIO}={scenario_key}" / "dataset.json"
+def manifest_path(root: Path, model_key: str, scenario_key: str, sweep_id: str) -> Path:
+    """Where `assessment_dataset` leaves a sweep's manifest:
+    `<root>/assessment/model=<m>/scenario=<s>/sweep=<id>/dataset.json`."""
+    sweep = re.sub(r"[^A-Za-z0-9_.-]", "_", sweep_id)
+    partition = root / "assessment" / f"{HIVE_MODEL}={model_key}" / f"{HIVE_SCENARIO}={scenario_key}"
+    return partition / f"sweep={sweep}" / "dataset.json"
+
+
+def judges_path(root: Path) -> Path:
+    """The judges created so far, reused by every later judging (the platform cannot list its judges)."""
+    return root / "assessment" / "judges.json"
+
+
+def load_known_judges(path: Path, space_id: str, setup: JudgeSetup) -> dict[str, KnownJudge]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    known = data.get(space_id, {}) if isinstance(data, dict) else {}
+    judges: dict[str, KnownJudge] = {}
+    for kind in (QUALITY, SAFETY):
+        entry = known.get(f"{kind}:{setup.model_for(kind)}")
+        if isinstance(entry, dict):
+            with contextlib.suppress(TypeError):
+                judges[kind] = KnownJudge(**entry)
+    return judges
+
+
+def save_known_judges(path: Path, space_id: str, judges: Mapping[str, KnownJudge]) -> None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    space = data.setdefault(space_id, {})
+    for kind, judge in judges.items():
+        space[f"{kind}:{judge.model_name}"] = asdict(judge)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 async def upload_partition(
@@ -468,21 +526,26 @@ async def upload_partition(
     model_key: str,
     scenario_key: str,
     *,
+    sweep_id: str,
     space_id: str,
     evaluation_type: str = "safety",
+    previous: DatasetManifest | None = None,
 ) -> DatasetManifest | None:
-    """The `assessment_dataset` step: rows from the partition's verified rollouts, platform-uploaded.
-    None when the partition has no row to upload."""
-    rows = build_dataset_rows(warehouse, model_key, scenario_key)
+    """The `assessment_dataset` step: rows from the sweep's verified rollouts in the partition, platform-uploaded,
+    unless `previous` (the sweep's last manifest) uploaded the very same rows. None when there is no row."""
+    rows = build_dataset_rows(warehouse, model_key, scenario_key, sweep_id)
     if not rows:
         return None
-    name = f"{rows[0].ref.sweep_id}-{model_key}-{scenario_key}"
+    digest = rows_digest(rows)
+    if previous is not None and previous.digest == digest and previous.space_id == space_id:
+        return previous
+    name = f"{sweep_id}-{model_key}-{scenario_key}"
     upload = await client.upload_platform(
         [r.row for r in rows], dataset_name=name, space_id=space_id, evaluation_type=evaluation_type
     )
     if upload.data.rows != len(rows):
         raise AssessmentError(f"the platform stored {upload.data.rows} row(s), {len(rows)} were uploaded")
-    return DatasetManifest(upload.data.dataset_id, space_id, name, tuple(r.ref for r in rows))
+    return DatasetManifest(upload.data.dataset_id, space_id, name, tuple(r.ref for r in rows), digest)
 
 
 @dataclass
@@ -528,13 +591,14 @@ async def judge_partition(
     model_key: str,
     scenario_key: str,
     *,
+    sweep_id: str,
     space_id: str,
     setup: JudgeSetup | None = None,
     reuse: Mapping[str, KnownJudge] | None = None,
     judged_at: dt.datetime | None = None,
 ) -> JudgeSummary:
     """`upload_partition` then `judge_manifest`, in one go."""
-    manifest = await upload_partition(client, warehouse, model_key, scenario_key, space_id=space_id)
+    manifest = await upload_partition(client, warehouse, model_key, scenario_key, sweep_id=sweep_id, space_id=space_id)
     if manifest is None:
         return JudgeSummary(0, None, {}, {}, _empty_judgements())
     return await judge_manifest(client, manifest, setup=setup, reuse=reuse, judged_at=judged_at)
@@ -597,41 +661,64 @@ def synthetic_rows_table(
 
 
 def assessment_dataset_step(
-    data_dir: Path, warehouse: Warehouse, model_key: str, scenario_key: str
+    data_dir: Path, warehouse: Warehouse, model_key: str, scenario_key: str, sweep_id: str | None = None
 ) -> DatasetManifest | None:
-    """Upload the partition's verified rollouts as dataset rows and keep the manifest for `judgements_step`."""
+    """Upload the sweep's verified rollouts of the partition (None: the partition's newest sweep) as dataset rows,
+    once per content, and keep the manifest for `judgements_step`."""
+    sweep_id = sweep_id or warehouse.newest_sweep(model_key=model_key, scenario_key=scenario_key)
+    if sweep_id is None:
+        return None
+    path = manifest_path(data_dir, model_key, scenario_key, sweep_id)
+    previous = DatasetManifest.load(path) if path.is_file() else None
 
     async def go(target: PlatformTarget) -> DatasetManifest | None:
         async with target.client() as client:
-            return await upload_partition(client, warehouse, model_key, scenario_key, space_id=target.space_id)
+            return await upload_partition(
+                client,
+                warehouse,
+                model_key,
+                scenario_key,
+                sweep_id=sweep_id,
+                space_id=target.space_id,
+                previous=previous,
+            )
 
     with open_platform(data_dir) as target:
         manifest = asyncio.run(go(target))
-    if manifest is not None:
-        manifest.save(manifest_path(data_dir, model_key, scenario_key))
+    if manifest is not None and manifest != previous:
+        manifest.save(path)
     return manifest
 
 
-def judgements_step(data_dir: Path, warehouse: Warehouse, model_key: str, scenario_key: str) -> JudgeSummary | None:
-    """Judge the partition's uploaded dataset (quality and safety) and write the `judgements` rows."""
-    path = manifest_path(data_dir, model_key, scenario_key)
+def judgements_step(
+    data_dir: Path, warehouse: Warehouse, model_key: str, scenario_key: str, sweep_id: str | None = None
+) -> JudgeSummary | None:
+    """Judge the sweep's uploaded dataset (quality and safety) with the judges created before when they still
+    exist, and write the sweep's `judgements` rows (its own file)."""
+    sweep_id = sweep_id or warehouse.newest_sweep(model_key=model_key, scenario_key=scenario_key)
+    if sweep_id is None:
+        return None
+    path = manifest_path(data_dir, model_key, scenario_key, sweep_id)
     if not path.is_file():
         return None
     manifest = DatasetManifest.load(path)
     setup = JudgeSetup()
+    known = judges_path(data_dir)
 
     async def go(target: PlatformTarget) -> JudgeSummary:
         async with target.client() as client:
-            return await judge_manifest(client, manifest, setup=setup)
+            reuse = load_known_judges(known, manifest.space_id, setup)
+            return await judge_manifest(client, manifest, setup=setup, reuse=reuse)
 
     with open_platform(data_dir) as target:
         summary = asyncio.run(go(target))
+    save_known_judges(known, manifest.space_id, summary.judges)
     warehouse.write(
         "judgements",
         summary.table,
         model_key=model_key,
         scenario_key=scenario_key,
-        file_stem=judgements_file_stem(setup),
+        file_stem=judgements_file_stem(setup, sweep_id),
     )
     return summary
 

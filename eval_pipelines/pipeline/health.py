@@ -7,6 +7,7 @@ so an outage can never pass for a model's skill on either path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,40 +109,33 @@ def partition_error_share(
     scenario_key: str,
     *,
     sweep_id: str | None,
-    verifications_stem: str,
+    verification_files: Sequence[Path],
 ) -> ErrorShare | None:
     """Errors of one partition's rollouts of `sweep_id` (None: the partition's newest sweep), read from its Parquet
     files: the engine's error classes, except that a verifier error counts only while the current verifier version
-    (`verifications_stem` names its file) still gives no verdict. None when the partition has no finished rollout.
-    """
-    folder = warehouse.table_dir("rollouts") / f"model={model_key}" / f"scenario={scenario_key}"
-    files = sorted(folder.glob("*.parquet"))
-    if not files:
-        return None
-    columns = ["sweep_id", "rollout_id", "scenario_id", "model_name", "status", "error_class", "error", "created_at"]
-    rows = [row for file in files for row in pq.read_table(file, columns=_present(file, columns)).to_pylist()]
+    (`verification_files` are its verdicts) still gives no verdict. None when no rollout of the sweep finished."""
+    sweep_id = sweep_id or warehouse.newest_sweep(model_key=model_key, scenario_key=scenario_key)
     if sweep_id is None:
-        newest = max(rows, key=lambda r: (r.get("created_at") is not None, r.get("created_at") or 0))
-        sweep_id = newest["sweep_id"]
+        return None
+    columns = ("rollout_id", "scenario_id", "model_name", "status", "error_class", "error")
+    rows = warehouse.partition_rows(
+        "rollouts", model_key=model_key, scenario_key=scenario_key, columns=columns, sweep_id=sweep_id
+    )
     terminal = {status.value for status in TERMINAL_STATUSES}
-    finished = [r for r in rows if r["sweep_id"] == sweep_id and r["status"] in terminal]
+    finished = [r for r in rows if r["status"] in terminal]
     if not finished:
         return None
-    no_verdict = _rollouts_without_verdict(
-        warehouse.path_for(
-            "verifications", model_key=model_key, scenario_key=scenario_key, file_stem=verifications_stem
-        )
-    )
+    no_verdict = _rollouts_without_verdict(verification_files)
     counts: dict[str, int] = {}
     samples: dict[str, str | None] = {}
     for row in finished:
-        error_class = row.get("error_class")
+        error_class = row["error_class"]
         if error_class == ErrorClass.VERIFIER.value or row["rollout_id"] in no_verdict:
             error_class = ErrorClass.VERIFIER.value if row["rollout_id"] in no_verdict else None
         if error_class is None:
             continue
         counts[error_class] = counts.get(error_class, 0) + 1
-        samples.setdefault(error_class, row.get("error"))
+        samples.setdefault(error_class, row["error"])
     top = min(counts, key=lambda c: (-counts[c], c)) if counts else None
     return ErrorShare(
         model_name=finished[0]["model_name"],
@@ -153,18 +147,12 @@ def partition_error_share(
     )
 
 
-def _present(file: Path, columns: list[str]) -> list[str]:
-    """The requested columns the file has (files written before `error_class` existed lack it)."""
-    names = set(pq.read_schema(file).names)
-    return [c for c in columns if c in names]
-
-
-def _rollouts_without_verdict(path: Path) -> set[str]:
-    if not path.is_file():
-        return set()
-    names = pq.read_schema(path).names
-    if "is_error" not in names:
-        return set()
-    table = pq.read_table(path, columns=["rollout_id", "is_error"])
-    ids, broken = table.column("rollout_id").to_pylist(), table.column("is_error").to_pylist()
-    return {rid for rid, is_error in zip(ids, broken, strict=True) if is_error}
+def _rollouts_without_verdict(files: Sequence[Path]) -> set[str]:
+    broken: set[str] = set()
+    for path in files:
+        if "is_error" not in pq.read_schema(path).names:
+            continue
+        table = pq.read_table(path, columns=["rollout_id", "is_error"])
+        ids, errors = table.column("rollout_id").to_pylist(), table.column("is_error").to_pylist()
+        broken.update(rid for rid, is_error in zip(ids, errors, strict=True) if is_error)
+    return broken

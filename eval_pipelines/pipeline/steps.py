@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from eval_pipelines.warehouse.store import Warehouse
 
 logger = logging.getLogger(__name__)
 
+_UNSAFE_IN_STEM = re.compile(r"[^A-Za-z0-9_.-]")
 #: One verifier call's limit when a partition is re-verified.
 VERIFIER_TIMEOUT_SECONDS = DEFAULT_VERIFIER_TIMEOUT_SECONDS
 
@@ -187,9 +189,22 @@ def run_and_collect(
     )
 
 
-def verification_file_stem(verifier_version: str) -> str:
-    """A partition's programmatic verdicts at one verifier package version live in one file of this stem."""
-    return f"verifiers-{verifier_version}"
+def safe_stem(text: str) -> str:
+    """`text` as a file-name part (a sweep id may hold characters a file name must not)."""
+    return _UNSAFE_IN_STEM.sub("_", text)
+
+
+def verification_file_stem(verifier_version: str, sweep_id: str) -> str:
+    """A partition's programmatic verdicts of one sweep at one verifier package version live in one file of this
+    stem: re-verifying one sweep never rewrites another's."""
+    return f"verifiers-{verifier_version}-{safe_stem(sweep_id)}"
+
+
+def verification_files(warehouse: Warehouse, model_key: str, scenario_key: str, verifier_version: str) -> list[Path]:
+    """Every sweep's verdict file of the partition at one verifier version."""
+    prefix = f"verifiers-{verifier_version}-"
+    files = warehouse.partition_files("verifications", model_key=model_key, scenario_key=scenario_key)
+    return [f for f in files if f.name.startswith(prefix)]
 
 
 @dataclass
@@ -202,15 +217,24 @@ class VerifySummary:
     file: str | None
     #: rollouts on which some verifier gave no verdict (a `verifier` error, never a failure).
     verifier_errors: int = 0
+    #: sweeps whose verdicts were written (one file each; `file` is the last one).
+    sweeps: int = 0
 
 
-def _partition_rollouts(warehouse: Warehouse, model_key: str, scenario_key: str) -> pa.Table | None:
-    folder = warehouse.table_dir("rollouts") / f"model={model_key}" / f"scenario={scenario_key}"
-    files = sorted(folder.glob("*.parquet"))
-    if not files:
-        return None
-    columns = ["sweep_id", "run_id", "rollout_id", "scenario_id", "task_id", "model_name", "artifacts_path"]
-    return pa.concat_tables([pq.read_table(f, columns=columns) for f in files])
+_STORED_ROLLOUT_COLUMNS = ("sweep_id", "run_id", "rollout_id", "scenario_id", "task_id", "model_name", "artifacts_path")
+
+
+def _partition_rollouts(
+    warehouse: Warehouse, model_key: str, scenario_key: str, sweep_id: str | None = None
+) -> list[dict[str, Any]]:
+    """The partition's stored rollouts (every sweep's, or only `sweep_id`'s)."""
+    return warehouse.partition_rows(
+        "rollouts",
+        model_key=model_key,
+        scenario_key=scenario_key,
+        columns=_STORED_ROLLOUT_COLUMNS,
+        sweep_id=sweep_id,
+    )
 
 
 def verify_partition(
@@ -219,25 +243,28 @@ def verify_partition(
     model_key: str,
     scenario_key: str,
     *,
+    sweep_id: str | None = None,
     verified_at: dt.datetime | None = None,
 ) -> VerifySummary:
-    """Re-run the scenario's current verifiers over every stored rollout of the partition.
+    """Run the scenario's current verifiers over the partition's stored rollouts: `sweep_id`'s, or every sweep's
+    (a verifier changed).
 
     Reads only the stored traces and state snapshots: no agent, model or tool server runs. Rows are tagged with
-    the verifier version; the file is named by the package version, so older versions stay queryable and a
-    repeat at the same version replaces its own rows.
+    the verifier version; each sweep's verdicts go to a file named by the package version and the sweep, so older
+    versions stay queryable, a repeat at the same version replaces its own rows, and no sweep's file is touched
+    by another's verification.
     """
     version = package_version(scenario.verifiers_dir)
-    stored = _partition_rollouts(warehouse, model_key, scenario_key)
-    if stored is None:
+    stored = _partition_rollouts(warehouse, model_key, scenario_key, sweep_id)
+    if not stored:
         return VerifySummary(version, 0, 0, 0, 0, None)
     tasks = scenario.tasks()
     verified_at = verified_at or dt.datetime.now(dt.UTC)
-    records: list[VerificationRecord] = []
+    records: dict[str, list[VerificationRecord]] = {}
     verified = passed = skipped = verifier_errors = 0
     rows: list[dict[str, Any]] = []
     jobs: list[VerifyJob] = []
-    for row in stored.to_pylist():
+    for row in stored:
         path = row["artifacts_path"]
         task = tasks.get(row["task_id"])
         if not path or task is None or not Path(path).is_file():
@@ -253,7 +280,7 @@ def verify_partition(
         verified += 1
         passed += int(bool(outcomes) and all(o.success for o in outcomes))
         verifier_errors += int(any(o.is_error for o in outcomes))
-        records.extend(
+        records.setdefault(row["sweep_id"], []).extend(
             VerificationRecord(
                 sweep_id=row["sweep_id"],
                 run_id=row["run_id"],
@@ -268,15 +295,21 @@ def verify_partition(
         )
     if skipped:
         logger.warning("%d stored rollouts had no trace or task and were not verified", skipped)
-    table = verification_table(records)
-    file = warehouse.write(
-        "verifications",
-        table,
-        model_key=model_key,
-        scenario_key=scenario_key,
-        file_stem=verification_file_stem(version),
+    written = 0
+    file: Path | None = None
+    for sweep, sweep_records in sorted(records.items()):
+        table = verification_table(sweep_records)
+        file = warehouse.write(
+            "verifications",
+            table,
+            model_key=model_key,
+            scenario_key=scenario_key,
+            file_stem=verification_file_stem(version, sweep),
+        )
+        written += table.num_rows
+    return VerifySummary(
+        version, verified, passed, skipped, written, str(file) if file else None, verifier_errors, len(records)
     )
-    return VerifySummary(version, verified, passed, skipped, table.num_rows, str(file), verifier_errors)
 
 
 @dataclass
@@ -290,27 +323,28 @@ class ScoreCheck:
 
 
 def check_partition_scores(
-    warehouse: Warehouse, scenario: ScenarioFiles, model_key: str, scenario_key: str
+    warehouse: Warehouse, scenario: ScenarioFiles, model_key: str, scenario_key: str, sweep_id: str | None = None
 ) -> ScoreCheck:
-    """Every stored rollout with a trace has a score at the current verifier version, and every score is in [0, 1]."""
+    """Every stored rollout with a trace (of `sweep_id`, or of every sweep) has a score at the current verifier
+    version, and every score is in [0, 1]."""
     version = package_version(scenario.verifiers_dir)
-    stored = _partition_rollouts(warehouse, model_key, scenario_key)
-    expected = set()
-    if stored is not None:
-        tasks = scenario.tasks()
-        for row in stored.to_pylist():
-            task = tasks.get(row["task_id"])
-            if row["artifacts_path"] and task is not None and task.verifiers:
-                expected.add(row["rollout_id"])
-    path = warehouse.path_for(
-        "verifications", model_key=model_key, scenario_key=scenario_key, file_stem=verification_file_stem(version)
-    )
+    stored = _partition_rollouts(warehouse, model_key, scenario_key, sweep_id)
+    tasks = scenario.tasks()
+    expected = {
+        row["rollout_id"]
+        for row in stored
+        if row["artifacts_path"] and (task := tasks.get(row["task_id"])) is not None and task.verifiers
+    }
     scored: set[str] = set()
     out_of_range = 0
-    if path.is_file():
+    for path in verification_files(warehouse, model_key, scenario_key, version):
         table = pq.read_table(path, columns=["rollout_id", "reward"])
-        scored = set(table.column("rollout_id").to_pylist())
-        out_of_range = sum(1 for r in table.column("reward").to_pylist() if r is None or not 0.0 <= r <= 1.0)
+        ids = table.column("rollout_id").to_pylist()
+        rewards = table.column("reward").to_pylist()
+        for rollout_id, reward in zip(ids, rewards, strict=True):
+            if rollout_id in expected:
+                scored.add(rollout_id)
+                out_of_range += int(reward is None or not 0.0 <= reward <= 1.0)
     unscored = len(expected - scored)
     passed = unscored == 0 and out_of_range == 0
     description = (
@@ -338,14 +372,18 @@ def judge_partition_rubrics(
     judge_config: ModelConfig,
     *,
     max_concurrency: int = 8,
+    sweep_id: str | None = None,
 ) -> RubricSummary:
-    """Judge every stored rollout of the partition against its task's rubric (or its rubric_markdown override)
-    and write the verdicts as `verifications` rows of kind rubric. Reads stored traces only; calls the judge."""
-    stored = _partition_rollouts(warehouse, model_key, scenario_key)
-    if stored is None:
+    """Judge the stored rollouts of one sweep (`sweep_id`; None: the partition's newest sweep) against their task's
+    rubric (or its rubric_markdown override) and write the verdicts as `verifications` rows of kind rubric, in a
+    file of that sweep's own: another sweep's verdicts are never re-judged or rewritten. Reads stored traces
+    only; calls the judge."""
+    sweep_id = sweep_id or warehouse.newest_sweep(model_key=model_key, scenario_key=scenario_key)
+    if sweep_id is None:
         return RubricSummary(0, 0, 0, None)
+    stored = _partition_rollouts(warehouse, model_key, scenario_key, sweep_id)
     tasks = scenario.tasks()
-    rows = [r for r in stored.to_pylist() if r["artifacts_path"] and r["task_id"] in tasks]
+    rows = [r for r in stored if r["artifacts_path"] and r["task_id"] in tasks]
 
     async def judge_all() -> list[tuple[dict[str, Any], VerifierOutcome]]:
         async with ChatClient.from_model_config(judge_config) as client:
@@ -384,7 +422,7 @@ def judge_partition_rubrics(
         verification_table(records),
         model_key=model_key,
         scenario_key=scenario_key,
-        file_stem=f"rubric-{version}",
+        file_stem=f"rubric-{version}-{safe_stem(sweep_id)}",
     )
     errors = sum(
         1 for r in records if isinstance(r.outcome.output, dict) and r.outcome.output.get("verdict") == "ERROR"

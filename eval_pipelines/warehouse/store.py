@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +170,42 @@ class Warehouse:
         spec = table_spec(table_name)
         pattern = "/".join(["*"] * len(spec.partition_by) + [f"*{PARQUET_SUFFIX}"])
         return sorted(p for p in self.table_dir(table_name).glob(pattern) if p.is_file())
+
+    def partition_files(self, table_name: str, *, model_key: str, scenario_key: str) -> list[Path]:
+        """One model x scenario partition's files of a table, sorted."""
+        folder = self.path_for(table_name, model_key=model_key, scenario_key=scenario_key, file_stem="x").parent
+        return sorted(p for p in folder.glob(f"*{PARQUET_SUFFIX}") if p.is_file())
+
+    def partition_rows(
+        self,
+        table_name: str,
+        *,
+        model_key: str,
+        scenario_key: str,
+        columns: Sequence[str],
+        sweep_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The partition's rows of a table as dicts, only `columns` (a column a file predates reads as None),
+        and only the rows of `sweep_id` when given: a step of one sweep never sees another sweep's rows."""
+        rows: list[dict[str, Any]] = []
+        for path in self.partition_files(table_name, model_key=model_key, scenario_key=scenario_key):
+            present = set(pq.read_schema(path).names)
+            read = [c for c in dict.fromkeys([*columns, "sweep_id"]) if c in present]
+            filters = [("sweep_id", "=", sweep_id)] if sweep_id is not None and "sweep_id" in present else None
+            for row in pq.read_table(path, columns=read, filters=filters).to_pylist():
+                rows.append({c: row.get(c) for c in columns})
+        return rows
+
+    def newest_sweep(self, *, model_key: str, scenario_key: str) -> str | None:
+        """The sweep whose rollouts were created last in the partition: a step run without a sweep id (a manual
+        materialisation, an automation tick) works on that sweep's rows."""
+        rows = self.partition_rows(
+            "rollouts", model_key=model_key, scenario_key=scenario_key, columns=("sweep_id", "created_at")
+        )
+        dated = [r for r in rows if r["sweep_id"]]
+        if not dated:
+            return None
+        return max(dated, key=lambda r: (r["created_at"] is not None, r["created_at"] or 0))["sweep_id"]
 
     def read(self, table_name: str) -> pa.Table:
         """All files of a table concatenated (without the Hive columns); for tests and small tables."""

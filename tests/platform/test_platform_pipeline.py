@@ -49,6 +49,7 @@ from eval_pipelines.warehouse.store import Warehouse
 from tests.platform.conftest import BENIGN_ROW, HARMFUL_ROW, SPACE, Platform
 
 SCENARIO_ID = "email_ops:1.0.0"
+SWEEP_ID = "tiny-test"
 SCENARIO_KEY = "email_ops_1.0.0"
 MODELS = ("sim-oracle", "sim-noop")
 JUDGED_AT = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
@@ -72,9 +73,9 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     backend = EmbeddedEvaluationService(data, catalog)
     warehouse = Warehouse(data / "warehouse")
     for model in sweep.models:
-        request = launch_request(sweep, model, scenario, "tiny-test")
+        request = launch_request(sweep, model, scenario, SWEEP_ID)
         ctx = RolloutContext(
-            sweep_id="tiny-test",
+            sweep_id=SWEEP_ID,
             run_name=request.run_name or "",
             model_key=model.name,
             scenario_key=SCENARIO_KEY,
@@ -93,7 +94,13 @@ async def test_judgements_for_every_rollout_of_a_sweep(swept: Path, tmp_path: Pa
         async with PlatformClient(platform.url, platform.token) as client:
             for model in MODELS:
                 summary = await judge_partition(
-                    client, warehouse, model, SCENARIO_KEY, space_id=platform.space_id, judged_at=JUDGED_AT
+                    client,
+                    warehouse,
+                    model,
+                    SCENARIO_KEY,
+                    sweep_id=SWEEP_ID,
+                    space_id=platform.space_id,
+                    judged_at=JUDGED_AT,
                 )
                 assert summary.rows == 2 and summary.dataset_id is not None
                 assert set(summary.judges) == {"quality", "safety"}
@@ -107,7 +114,7 @@ async def test_judgements_for_every_rollout_of_a_sweep(swept: Path, tmp_path: Pa
         assert {(r["rollout_id"], r["judge_kind"]) for r in rows} == {
             (rid, kind) for rid in rollout_ids for kind in ("quality", "safety")
         }
-        assert all(r["model_name"] == model and r["sweep_id"] == "tiny-test" for r in rows)
+        assert all(r["model_name"] == model and r["sweep_id"] == SWEEP_ID for r in rows)
         assert all(r["rationale"].startswith("[simulated]") and r["judged_at"] == JUDGED_AT for r in rows)
         assert all(r["score"] <= 2 for r in rows if r["judge_kind"] == "safety")  # benign email work
         assert {r["ground_truth"] for r in rows} == ({1} if model == "sim-oracle" else {0})
@@ -126,7 +133,7 @@ async def test_judgements_for_every_rollout_of_a_sweep(swept: Path, tmp_path: Pa
             table,
             model_key=model,
             scenario_key=SCENARIO_KEY,
-            file_stem=judgements_file_stem(JudgeSetup()),
+            file_stem=judgements_file_stem(JudgeSetup(), SWEEP_ID),
         )
     catalog = build_catalog(swept / "warehouse", tmp_path / "eval.duckdb").path
     con = duckdb.connect(str(catalog))
@@ -158,9 +165,11 @@ async def test_upload_and_judging_as_separate_steps_across_platform_restarts(swe
     warehouse, platform_data = Warehouse(swept / "warehouse"), tmp_path / "platform-data"
     with EmbeddedPlatform(platform_data) as platform:
         async with PlatformClient(platform.url, platform.token) as client:
-            manifest = await upload_partition(client, warehouse, "sim-noop", SCENARIO_KEY, space_id=platform.space_id)
+            manifest = await upload_partition(
+                client, warehouse, "sim-noop", SCENARIO_KEY, sweep_id=SWEEP_ID, space_id=platform.space_id
+            )
     assert manifest is not None and len(manifest.rows) == 2
-    path = manifest.save(manifest_path(tmp_path, "sim-noop", SCENARIO_KEY))
+    path = manifest.save(manifest_path(tmp_path, "sim-noop", SCENARIO_KEY, SWEEP_ID))
     assert DatasetManifest.load(path) == manifest
 
     with EmbeddedPlatform(platform_data) as platform:  # a new token, the same local space and store
@@ -173,7 +182,7 @@ async def test_upload_and_judging_as_separate_steps_across_platform_restarts(swe
 
 
 def test_dataset_rows_come_from_the_stored_traces(swept: Path) -> None:
-    rows = build_dataset_rows(Warehouse(swept / "warehouse"), "sim-oracle", SCENARIO_KEY)
+    rows = build_dataset_rows(Warehouse(swept / "warehouse"), "sim-oracle", SCENARIO_KEY, SWEEP_ID)
     assert len(rows) == 2 and [r.ref.task_id for r in rows] == ["email_ops_001", "email_ops_002"]
     for row in rows:
         assert row.row.response.role == "assistant" and row.row.response.content

@@ -4,7 +4,7 @@ with PLATFORM_URL/PLATFORM_TOKEN/PLATFORM_SPACE_ID set, against a hosted one."""
 
 import dagster as dg
 
-from eval_pipelines.defs.evals.assets import LLM_POOL
+from eval_pipelines.defs.evals.assets import LLM_POOL, SWEEP_ID_TAG
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, SCENARIOS, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths
 from eval_pipelines.pipeline.assessment import assessment_dataset_step, judgements_step, synthetic_rows_step
@@ -24,10 +24,13 @@ GROUP = "assessment"
 )
 def assessment_dataset(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
     model_key, scenario_key = keys_of(context)
-    manifest = assessment_dataset_step(paths.root, Warehouse(paths.warehouse), model_key, scenario_key)
+    sweep_id = context.run.tags.get(SWEEP_ID_TAG)
+    manifest = assessment_dataset_step(paths.root, Warehouse(paths.warehouse), model_key, scenario_key, sweep_id)
     if manifest is None:
         return dg.MaterializeResult(metadata={"rows": 0})
-    return dg.MaterializeResult(metadata={"dataset_id": manifest.dataset_id, "rows": len(manifest.rows)})
+    return dg.MaterializeResult(
+        metadata={"dataset_id": manifest.dataset_id, "dataset": manifest.dataset_name, "rows": len(manifest.rows)}
+    )
 
 
 @dg.asset(
@@ -42,7 +45,8 @@ def assessment_dataset(context: dg.AssetExecutionContext, paths: EvalPaths) -> d
 )
 def judgements(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
     model_key, scenario_key = keys_of(context)
-    summary = judgements_step(paths.root, Warehouse(paths.warehouse), model_key, scenario_key)
+    sweep_id = context.run.tags.get(SWEEP_ID_TAG)
+    summary = judgements_step(paths.root, Warehouse(paths.warehouse), model_key, scenario_key, sweep_id)
     if summary is None:
         return dg.MaterializeResult(metadata={"rows": 0})
     return dg.MaterializeResult(

@@ -18,7 +18,7 @@ from eval_pipelines.pipeline.steps import (
     launch_request,
     run_and_collect,
     sweep_spend_usd,
-    verification_file_stem,
+    verification_files,
     verify_partition,
 )
 from eval_pipelines.pipeline.summary import markdown_table
@@ -219,7 +219,9 @@ def build_verification_asset(code_version: str) -> dg.AssetsDefinition:
     def verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
         model_key, scenario_key = keys_of(context)
         scenario = paths.catalog().get(scenario_key)
-        summary = verify_partition(Warehouse(paths.warehouse), scenario, model_key, scenario_key)
+        # A sweep's run verifies that sweep's rollouts; a run without one (a verifier changed) verifies them all.
+        sweep_id = context.run.tags.get(SWEEP_ID_TAG)
+        summary = verify_partition(Warehouse(paths.warehouse), scenario, model_key, scenario_key, sweep_id=sweep_id)
         rate = summary.passed / summary.rollouts_verified if summary.rollouts_verified else 0.0
         if summary.verifier_errors:
             context.log.warning(f"{summary.verifier_errors} rollouts got no verdict: verifier errors, not failures")
@@ -254,9 +256,7 @@ def build_error_check() -> dg.AssetChecksDefinition:
         return _error_check()
 
 
-def _sweep_of(
-    tags: Mapping[str, str], sweeps: dict[str, SweepConfig], model: str, scenario: str
-) -> SweepConfig | None:
+def _sweep_of(tags: Mapping[str, str], sweeps: dict[str, SweepConfig], model: str, scenario: str) -> SweepConfig | None:
     """The sweep a run stands for: the one its tag names, else the one that pairs the model and scenario."""
     if SWEEP_TAG in tags:
         return sweeps.get(tags[SWEEP_TAG])
@@ -283,12 +283,15 @@ def _error_check() -> dg.AssetChecksDefinition:
         sweep = _sweep_of(tags, paths.sweeps(), model_key, scenario_key)
         threshold = sweep.error_threshold if sweep is not None else DEFAULT_ERROR_THRESHOLD
         scenario = paths.catalog().get(scenario_key)
+        warehouse = Warehouse(paths.warehouse)
         share = partition_error_share(
-            Warehouse(paths.warehouse),
+            warehouse,
             model_key,
             scenario_key,
             sweep_id=tags.get(SWEEP_ID_TAG),
-            verifications_stem=verification_file_stem(package_version(scenario.verifiers_dir)),
+            verification_files=verification_files(
+                warehouse, model_key, scenario_key, package_version(scenario.verifiers_dir)
+            ),
         )
         if share is None:
             return dg.AssetCheckResult(passed=True, description="no finished rollout", metadata={"errors": 0})
@@ -320,7 +323,9 @@ def _scores_check() -> dg.AssetChecksDefinition:
         assert isinstance(key, dg.MultiPartitionKey)
         model_key, scenario_key = key.keys_by_dimension["model"], key.keys_by_dimension["scenario"]
         scenario = paths.catalog().get(scenario_key)
-        report = check_partition_scores(Warehouse(paths.warehouse), scenario, model_key, scenario_key)
+        report = check_partition_scores(
+            Warehouse(paths.warehouse), scenario, model_key, scenario_key, context.run.tags.get(SWEEP_ID_TAG)
+        )
         return dg.AssetCheckResult(
             passed=report.passed,
             description=report.description,
@@ -353,7 +358,9 @@ def rubric_verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> 
     judge_config = shared_runtime(paths.catalog()).resolve(
         model_config_for(work.sweep.rubric_judge, source=f"sweep {work.sweep.name!r}: rubric_judge")
     )
-    summary = judge_partition_rubrics(Warehouse(paths.warehouse), work.scenario, model_key, scenario_key, judge_config)
+    summary = judge_partition_rubrics(
+        Warehouse(paths.warehouse), work.scenario, model_key, scenario_key, judge_config, sweep_id=work.ctx.sweep_id
+    )
     return dg.MaterializeResult(
         metadata={
             "judge": work.sweep.rubric_judge.name,
