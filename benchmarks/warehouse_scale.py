@@ -144,6 +144,7 @@ def generate(root: Path, shape: Shape, seed: int = 20260101) -> None:
                 "completed_at": started,
                 "error": pa.nulls(size, pa.string()),
                 "artifacts_path": pa.nulls(size, pa.string()),
+                "final_answer_is_tool_call": _constant(False, size, pa.bool_()),
             }
             rollouts = pa.Table.from_arrays([columns[f.name] for f in ROLLOUTS.schema], schema=ROLLOUTS.schema)
             warehouse.write("rollouts", rollouts, model_key=model, scenario_key=scenario_key, file_stem="run")

@@ -32,6 +32,19 @@ def unknown_tool_message(name: str) -> str:
     return f"Unknown tool call requested by model: {name}"
 
 
+def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
+    """A tool call's argument text as an object, or the reason it is not one (then the call must not run)."""
+    if raw is None or not raw.strip():
+        return {}, None
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    if not isinstance(parsed, dict):
+        return {}, f"expected a JSON object, got {type(parsed).__name__}"
+    return parsed, None
+
+
 class ToolCallingAgent(BaseAgent):
     """One LLM call per step, up to `max_steps`; every requested tool call is executed; a reply without tool
     calls is the final observation. The model sees each tool as `<tool_server>__<tool_name>`."""
@@ -164,16 +177,16 @@ class ToolCallingAgent(BaseAgent):
     async def _execute(
         self, environment: BaseEnvironment, wire: str, raw_arguments: str | None
     ) -> tuple[ToolCallResult, ToolCall]:
-        try:
-            parsed = json.loads(raw_arguments) if raw_arguments else {}
-        except json.JSONDecodeError:
-            parsed = {}
-        arguments: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
         target = self._tools.get(wire)
-        if target is None:
-            server, tool = split_wire_tool_name(wire) or ("unknown", wire)
-            call = ToolCall(tool_server=server, tool_name=tool, parameters=arguments)
-            return ToolCallResult(observation=unknown_tool_message(wire), is_error=True), call
-        server, tool = target
+        server, tool = target or split_wire_tool_name(wire) or ("unknown", wire)
+        arguments, problem = parse_arguments(raw_arguments)
+        if problem is not None:
+            # Calling the tool with {} would answer with a misleading "missing parameter"; the model needs to
+            # hear what was wrong with what it wrote, and the raw text is evidence worth keeping.
+            message = f"Invalid arguments for {wire}: {problem}; the tool was not called"
+            call = ToolCall(tool_server=server, tool_name=tool, raw_arguments=raw_arguments, arguments_error=problem)
+            return ToolCallResult(observation=message, is_error=True), call
         call = ToolCall(tool_server=server, tool_name=tool, parameters=arguments)
+        if target is None:
+            return ToolCallResult(observation=unknown_tool_message(wire), is_error=True), call
         return await environment.acall_tool(server, tool, arguments), call

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
 from eval_pipelines.agents.loader import load_agent_class
+from eval_pipelines.agents.text_tool_calls import flag_text_tool_call
 from eval_pipelines.agents.tool_calling import ToolCallingAgent
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavailable
@@ -351,6 +352,7 @@ class RolloutEngine:
         except Exception as exc:
             artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
             return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR)
+        flag_text_tool_call(artifacts)
         declared = artifacts.metadata.get(META_TERMINATION)
         if declared == TerminationReason.MAX_STEPS.value:
             return _Ending(RolloutStatus.COMPLETED, TerminationReason.MAX_STEPS)

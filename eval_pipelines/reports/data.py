@@ -101,6 +101,7 @@ def load_report_data(duckdb_path: Path, sweep_id: str | None = None) -> ReportDa
         )
         if not groups:
             raise ReportError(f"sweep {sweep!r} has no rollouts")
+        _add_malformed_output_counts(con, sweep, groups)
         return ReportData(
             sweep_id=sweep,
             groups=groups,
@@ -120,6 +121,33 @@ def load_report_data(duckdb_path: Path, sweep_id: str | None = None) -> ReportDa
         )
     finally:
         con.close()
+
+
+_MALFORMED_OUTPUT_SQL = """
+with flagged as (
+    select scenario, scenario_id, model_name, count(*) filter (where final_answer_is_tool_call) as text_tool_calls
+    from rollouts where sweep_id = ? group by all
+), bad as (
+    select scenario, model_name, count(*) as bad_arguments
+    from tool_calls where sweep_id = ? and arguments_error is not null group by all
+)
+select f.scenario_id, f.model_name, f.text_tool_calls, coalesce(b.bad_arguments, 0) as bad_arguments
+from flagged as f left join bad as b using (scenario, model_name)
+"""
+
+
+def _add_malformed_output_counts(con: duckdb.DuckDBPyConnection, sweep: str, groups: list[dict[str, Any]]) -> None:
+    """Per scenario x model: final answers that are tool calls written as text, and tool calls whose arguments
+    were not JSON. Both say the endpoint or the model's output format failed, which a pass rate hides."""
+    try:
+        rows = _rows(con, _MALFORMED_OUTPUT_SQL, [sweep, sweep])
+    except duckdb.BinderException:  # a warehouse written before these columns existed
+        rows = []
+    counts = {(row["scenario_id"], row["model_name"]): row for row in rows}
+    for group in groups:
+        found = counts.get((group["scenario_id"], group["model_name"]), {})
+        group["text_tool_calls"] = int(found.get("text_tool_calls") or 0)
+        group["bad_arguments"] = int(found.get("bad_arguments") or 0)
 
 
 def pass_rate_rows(duckdb_path: Path, sweep_id: str | None = None) -> tuple[str | None, list[dict[str, Any]]]:

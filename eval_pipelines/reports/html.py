@@ -80,6 +80,7 @@ def _group_rows(data: ReportData) -> list[list[str]]:
             _fmt(row["n_tasks"]),
             _fmt(row["n"]),
             _fmt(row["n_unscored"]),
+            _errors(row),
             _fmt(row["pass_rate"]),
             _fmt(row["clustered_se"]),
             _interval(row["ci_t_low"], row["ci_t_high"]),
@@ -88,9 +89,17 @@ def _group_rows(data: ReportData) -> list[list[str]]:
             _fmt(row["tokens_per_rollout"], 0),
             _usd(row["cost_per_rollout_usd"]),
             _fmt(row["seconds_per_rollout"], 2),
+            _fmt(row.get("text_tool_calls", 0)),
+            _fmt(row.get("bad_arguments", 0)),
         ]
         for row in data.groups
     ]
+
+
+def _errors(row: Mapping[str, Any]) -> str:
+    """Errors beside n: how many rollouts say nothing about the model, and their share."""
+    n_errors = row.get("n_errors") or 0
+    return f"{n_errors} ({row['error_share']:.0%})" if n_errors else "0"
 
 
 _GROUP_HEADERS = (
@@ -99,6 +108,7 @@ _GROUP_HEADERS = (
     "tasks",
     "scored",
     "unscored",
+    "errors",
     "pass rate",
     "clustered SE",
     "95% CI (t)",
@@ -107,6 +117,8 @@ _GROUP_HEADERS = (
     "tokens / rollout",
     "cost / rollout (USD)",
     "s / rollout",
+    "answers that are text tool calls",
+    "tool calls with invalid arguments",
 )
 
 
@@ -275,6 +287,7 @@ def pass_rate_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             "model": model_label(row["model_name"], row["is_simulated"]),
             "tasks": row["n_tasks"],
             "n": row["n"],
+            "errors": _errors(row),
             "pass rate": _fmt(row["pass_rate"]),
             "95% CI (t, clustered)": _interval(row["ci_t_low"], row["ci_t_high"]),
             "95% CI (bootstrap)": _interval(row["ci_boot_low"], row["ci_boot_high"]),

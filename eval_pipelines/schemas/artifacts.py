@@ -22,6 +22,8 @@ META_TIMEOUT = "timeout"
 META_CLIENT_CONTEXT = "client_context"
 META_LOGPROBS = "logprobs"
 META_NPC_TRANSCRIPTS = "npc_transcripts"
+#: True when the final answer is a tool call written as text (a template the endpoint did not parse).
+META_TEXT_TOOL_CALL = "final_answer_is_tool_call"
 
 
 class RunArtifacts(WireModel):

@@ -103,6 +103,10 @@ class ToolCall(WireModel):
     tool_server: str
     tool_name: str
     parameters: dict[str, Any] = Field(default_factory=dict)
+    #: local extension: the model's argument text when it was not a JSON object (the tool was then not called).
+    raw_arguments: str | None = None
+    #: local extension: why `raw_arguments` could not be used, as the model was told.
+    arguments_error: str | None = None
 
 
 class ToolCallResult(WireModel):

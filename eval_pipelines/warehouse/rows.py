@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
 
-from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, META_USAGE, RunArtifacts
+from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, META_TEXT_TOOL_CALL, META_USAGE, RunArtifacts
 from eval_pipelines.schemas.model_config import strip_secrets
 from eval_pipelines.schemas.runs import ErrorClass, Rollout, RolloutStatus, error_class_of
 from eval_pipelines.schemas.scenarios import Task
@@ -210,6 +210,8 @@ def rollout_tables(
         r["completed_at"].append(parse_timestamp(rollout.completed_at))
         r["error"].append(_error_text(rollout, artifacts))
         r["artifacts_path"].append(artifacts_path)
+        flagged = artifacts.metadata.get(META_TEXT_TOOL_CALL) if artifacts is not None else None
+        r["final_answer_is_tool_call"].append(flagged if isinstance(flagged, bool) else None)
 
         if artifacts is None:
             continue
@@ -238,6 +240,8 @@ def rollout_tables(
             tc["parameters_json"].append(to_json(call.parameters))
             tc["observation"].append(_text_or_json(call_result.observation) if call_result else None)
             tc["is_error"].append(bool(call_result.is_error) if call_result else False)
+            tc["raw_arguments"].append(call.raw_arguments)
+            tc["arguments_error"].append(call.arguments_error)
 
         for i, diff in enumerate(_state_diffs(artifacts)):
             _append_keys(sd, keys)

@@ -124,6 +124,14 @@ ROLLOUTS = TableSpec(
         _c("completed_at", TIMESTAMP_UTC, "When the rollout reached a terminal status.", nullable=True),
         _c("error", _S, "Error text of a failed rollout.", nullable=True),
         _c("artifacts_path", _S, "Where the rollout's JSON trace (RunArtifacts) is stored.", nullable=True),
+        _c(
+            "final_answer_is_tool_call",
+            _BOOL,
+            "The final answer is a tool call written as text (bare JSON, a fenced block or <tool_call> tags): the "
+            "endpoint did not parse the model's call. Still a failure, flagged so it can be filtered. NULL without "
+            "a trace, or in files written before the flag existed.",
+            nullable=True,
+        ),
     ),
 )
 
@@ -177,6 +185,13 @@ TOOL_CALLS = TableSpec(
         _c("parameters_json", _S, "Call parameters as JSON (secrets removed)."),
         _c("observation", _S, "What the tool returned (text; non-text as JSON).", nullable=True),
         _c("is_error", _BOOL, "True when the tool reported an error."),
+        _c(
+            "raw_arguments",
+            _S,
+            "The model's argument text when it was not a JSON object; the tool was then not called.",
+            nullable=True,
+        ),
+        _c("arguments_error", _S, "What was wrong with raw_arguments, as the model was told.", nullable=True),
     ),
 )
 

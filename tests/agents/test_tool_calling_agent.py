@@ -67,16 +67,30 @@ async def test_max_steps_without_final_answer(serve: Any, tool_host: Any) -> Non
 
 
 async def test_unknown_tool_and_bad_json_are_error_results(serve: Any, tool_host: Any) -> None:
-    artifacts, _ = await _run(
+    bad = '{"to": "a@example.com" "subject": "x"}'
+    artifacts, script = await _run(
         serve,
         tool_host,
-        [tool_call_reply("email__teleport", {}), tool_call_reply("email__send_email", "{not json"), text_reply("ok")],
+        [
+            tool_call_reply("email__teleport", {}),
+            tool_call_reply("email__send_email", bad),
+            tool_call_reply("email__send_email", "[1, 2]"),
+            tool_call_reply("email__send_email", SEND),
+            text_reply("ok"),
+        ],
     )
-    first, second = artifacts.tool_results
+    first, second, third, fourth = artifacts.tool_results
     assert first.is_error and "Unknown tool call requested by model: email__teleport" in first.observation
-    # Bad JSON arguments become {} and the server names the missing parameter.
-    assert second.is_error and "required property" in second.observation
-    assert artifacts.tool_calls[1].parameters == {}
+    # Invalid JSON: the tool is not called (nothing was sent), the model hears what was wrong, the text is kept.
+    assert second.is_error and "not valid JSON (Expecting ',' delimiter at line 1 column 24)" in second.observation
+    assert "the tool was not called" in second.observation and "required property" not in second.observation
+    assert (artifacts.tool_calls[1].raw_arguments, artifacts.tool_calls[1].parameters) == (bad, {})
+    assert artifacts.tool_calls[1].arguments_error == "not valid JSON (Expecting ',' delimiter at line 1 column 24)"
+    assert third.is_error and "expected a JSON object, got list" in third.observation
+    assert not fourth.is_error and artifacts.tool_calls[3].raw_arguments is None
+    # Only the valid call changed state: exactly one mutating diff was recorded.
+    assert STATE_DIFF_MARKER in fourth.observation and STATE_DIFF_MARKER not in second.observation
+    assert script.requests[2]["messages"][-1]["content"] == second.observation
     assert artifacts.final_observation == "ok"
 
 

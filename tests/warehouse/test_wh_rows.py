@@ -6,6 +6,8 @@ from types import ModuleType
 
 import pytest
 
+from eval_pipelines.agents.text_tool_calls import flag_text_tool_call
+from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
 from eval_pipelines.warehouse.rows import ROLLOUT_TABLE_NAMES, rollout_tables, tasks_table, verification_table
 from eval_pipelines.warehouse.tables import TABLES
 
@@ -124,3 +126,24 @@ def test_tasks_table(f: ModuleType) -> None:
     assert rows[0]["num_reference_actions"] == 2
     assert rows[1]["verifiers"] == ["reply_sent", "tone_ok"]
     assert rows[0]["scenario_id"] == f.SCENARIO_ID
+
+
+def test_malformed_model_output_is_kept_and_flagged(f: ModuleType) -> None:
+    """A call whose arguments were not JSON keeps its raw text and the reason; a final answer that is a tool call
+    written as text is flagged on the rollout; a rollout without a trace has no flag (NULL), not False."""
+    artifacts = f.make_artifacts()
+    artifacts.record_tool_call(
+        ToolCall(
+            tool_server="email", tool_name="send_email", raw_arguments='{"to": ', arguments_error="not valid JSON"
+        ),
+        ToolCallResult(observation="Invalid arguments for email__send_email", is_error=True),
+    )
+    artifacts.set_final_observation('<tool_call>{"name": "email__archive", "arguments": {}}</tool_call>')
+    flag_text_tool_call(artifacts)
+    tables = rollout_tables(
+        f.make_ctx(), [(f.make_rollout("r1"), artifacts, "a/r1.json"), (f.make_rollout("r2"), None, None)]
+    )
+    calls = tables["tool_calls"].to_pylist()
+    assert (calls[-1]["raw_arguments"], calls[-1]["arguments_error"]) == ('{"to": ', "not valid JSON")
+    assert all(c["raw_arguments"] is None for c in calls[:-1])
+    assert tables["rollouts"].column("final_answer_is_tool_call").to_pylist() == [True, None]
