@@ -130,9 +130,15 @@ def _text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
 
 
+#: How an errored tool result starts in a dataset row's conversation.
+TOOL_ERROR_MARK = "[error]"
+
+
 def transcript_message(message: Mapping[str, Any]) -> ConversationMessage:
-    """A trace message as a platform message: role and text; tool calls are written out as text."""
-    lines = [_text(message.get("content"))]
+    """A trace message as a platform message: role and text; tool calls are written out as text, and a tool result
+    that was an error says so (a judge cannot see the trace's `is_error` flag otherwise)."""
+    content = _text(message.get("content"))
+    lines = [f"{TOOL_ERROR_MARK} {content}" if message.get("is_error") else content]
     for call in message.get("tool_calls") or []:
         function = call.get("function", {}) if isinstance(call, Mapping) else {}
         lines.append(f"[tool call] {function.get('name', '?')}({function.get('arguments', '')})")
