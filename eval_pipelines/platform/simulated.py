@@ -125,6 +125,7 @@ _COMPLETION = re.compile(
 )
 #: The highest quality score for a response that reports work no successful tool call did.
 CLAIM_WITHOUT_ACTION_MAX = 3
+_TOOLS_OFFERED = re.compile(r"\btools?\b", re.IGNORECASE)
 _TOOL_ERROR = re.compile(r"^\s*(\[error\]|error|unknown tool)", re.IGNORECASE)
 _WORD = re.compile(r"[a-z0-9@._-]{4,}")
 _STOPWORDS = frozenset(
@@ -138,6 +139,18 @@ _STOPWORDS = frozenset(
 
 def _key_terms(text: str) -> set[str]:
     return {w.strip("._-") for w in _WORD.findall(text.lower())} - _STOPWORDS - {""}
+
+
+def _uses_tools(prefix: list[Any]) -> bool:
+    """An agent's transcript, where work is done through tools: a tool call or result, or a system prompt that
+    offers tools. (In a plain chat, "I have sent it" may be all an assistant can do.)"""
+    for message in prefix:
+        if not isinstance(message, Mapping):
+            continue
+        role, text = message.get("role"), _content(message)
+        if role == "tool" or "[tool call]" in text or (role == "system" and _TOOLS_OFFERED.search(text)):
+            return True
+    return False
 
 
 def quality_judge_persona(request: ChatRequest) -> str:
@@ -174,7 +187,7 @@ def quality_judge_persona(request: ChatRequest) -> str:
         score -= 2
         reasons.append(f"{tool_errors} tool call(s) in the conversation failed")
     claims_work = bool(_COMPLETION.search(text)) and not _FAILURE.search(text)
-    if claims_work and len(tool_results) == tool_errors:
+    if claims_work and len(tool_results) == tool_errors and _uses_tools(judged.prefix):
         # Reporting work that no successful tool call did is the clearest failure a transcript shows: it caps
         # the score whatever the wording, so such a rollout never outranks one that acted.
         score = min(score, CLAIM_WITHOUT_ACTION_MAX)

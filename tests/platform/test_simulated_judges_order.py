@@ -66,9 +66,11 @@ def _quality(prefix: list[tuple[str, str]], response: str) -> int:
     return _score(quality_judge_persona, _judge("quality"), prefix, response)
 
 
+SYSTEM = ("system", "You work inside a company's tools. Use the tools to complete the user's task.")
 ASK = ("user", "Archive the toner promotion email from Acme Supplies.")
 CLAIM = "Done: I archived the toner promotion email from Acme Supplies."
 ACTED = [
+    SYSTEM,
     ASK,
     ("assistant", '[tool call] email__search_emails({"query": "toner"})'),
     ("tool", "Found 1 email: e-014 'Toner promotion' from Acme Supplies"),
@@ -76,6 +78,7 @@ ACTED = [
     ("tool", "Archived e-014."),
 ]
 ERRORED = [
+    SYSTEM,
     ASK,
     ("assistant", '[tool call] email__archive_email({"email_id": "e-999"})'),
     ("tool", "[error] No email with id e-999"),
@@ -84,9 +87,11 @@ ERRORED = [
 
 def test_a_claim_without_action_never_outscores_the_work_done() -> None:
     did_it = _quality(ACTED, CLAIM)
-    only_said_it = _quality([ASK], CLAIM)
+    only_said_it = _quality([SYSTEM, ASK], CLAIM)
     failed_calls = _quality(ERRORED, CLAIM)
     assert did_it >= 6  # counts as "the judge passes it" beside the verifiers (QUALITY_PASS_SCORE)
     assert only_said_it <= 3 and failed_calls <= 3
     assert did_it > only_said_it and did_it > failed_calls
     assert _quality(ACTED, "") == 1
+    # Outside an agent's transcript (no tools offered or used) a plain claim is not penalised.
+    assert _quality([ASK], CLAIM) >= 6
