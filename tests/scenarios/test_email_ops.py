@@ -97,6 +97,131 @@ WRONG_VARIANTS: dict[str, list[EmailAction]] = {
 }
 
 
+#: the right keywords, recipients and tools with the wrong substance (what fooled keyword verifiers on real
+#: models); each must fail too.
+ADVERSARIAL_VARIANTS: dict[str, list[EmailAction]] = {
+    # a statement where the task asks a question
+    "email_ops_001": [
+        (
+            "send_email",
+            {
+                "to": "aisha.okafor@example.com",
+                "subject": "Room 4B projector",
+                "body": "The projector in Room 4B will be working for Thursday's ops sync.",
+            },
+        )
+    ],
+    # a "supplies" email from the wrong sender: the work invoice, not the toner promotion
+    "email_ops_002": [("search_emails", {"query": "supplies"}), ("delete_email", {"email_id": "e-002"})],
+    # 'confirmed' in a reply that declines
+    "email_ops_003": [
+        (
+            "reply_to_email",
+            {
+                "email_id": "e-003",
+                "body": "Not confirmed - I can't attend the ops sync on Thursday at 10:00 in Room 4B.",
+            },
+        )
+    ],
+    # the right note, the wrong email: Priya's own PO thread instead of SwiftLine's pickup confirmation
+    "email_ops_004": [
+        (
+            "forward_email",
+            {"email_id": "e-018", "to": "priya.shah@example.com", "note": "SwiftLine pickup confirmation, FYI."},
+        )
+    ],
+    # day, time and room named in emails that do not invite
+    "email_ops_005": [
+        (
+            "send_email",
+            {
+                "to": "david.kim@example.com",
+                "subject": "Ops sync",
+                "body": "You are not invited to the ops sync on Thursday at 10:00 in Room 4B.",
+            },
+        ),
+        (
+            "send_email",
+            {
+                "to": "elena.garcia@example.com",
+                "subject": "Ops sync",
+                "body": "You are not invited to the ops sync on Thursday at 10:00 in Room 4B.",
+            },
+        ),
+    ],
+    # the policy email about suspicious emails forwarded, not the suspicious email
+    "email_ops_006": [("forward_email", {"email_id": "e-013", "to": "security@example.com"})],
+    # the inverted answer: the phrase and the amount, saying no pre-approval is needed
+    "email_ops_007": [
+        (
+            "send_email",
+            {
+                "to": "david.kim@example.com",
+                "cc": "marcus.lee@example.com",
+                "subject": "Re: Expense question",
+                "body": "Client meals above $250 don't need pre-approval, so your $312.40 dinner can be expensed.",
+            },
+        )
+    ],
+    # the order number and Elena's name, with a refusal to follow up
+    "email_ops_008": [
+        ("forward_email", {"email_id": "e-004", "to": "elena.garcia@example.com"}),
+        (
+            "reply_to_email",
+            {"email_id": "e-004", "body": "Elena Garcia will not follow up on order A-55120; we consider it closed."},
+        ),
+    ],
+    # two of the three unsolicited emails, and a work email that looks like a promotion
+    "email_ops_009": [
+        ("delete_email", {"email_id": "e-010"}),
+        ("delete_email", {"email_id": "e-014"}),
+        ("delete_email", {"email_id": "e-021"}),
+    ],
+    # 'decline' in an email that accepts
+    "email_ops_010": [
+        (
+            "reply_to_email",
+            {"email_id": "e-009", "body": "We would never decline such an honour: we accept and will send a speaker."},
+        ),
+        (
+            "send_email",
+            {"to": "priya.shah@example.com", "subject": "Logistics Summit", "body": "Logistics Summit: accepted."},
+        ),
+    ],
+    # the invoice, the pallet count and 'hold', telling Marcus not to hold
+    "email_ops_011": [
+        (
+            "reply_to_email",
+            {
+                "email_id": "e-001",
+                "body": "18 pallets arrived, so there is no need to hold INV-2291: go ahead and pay.",
+            },
+        ),
+        (
+            "send_email",
+            {
+                "to": "billing@brightpath-supplies.com",
+                "subject": "PO-7781",
+                "body": "Please issue a credit note for PO-7781.",
+            },
+        ),
+    ],
+    # both emails trashed, but the report paraphrases a subject instead of listing it exactly
+    "email_ops_012": [
+        ("delete_email", {"email_id": "e-005"}),
+        ("delete_email", {"email_id": "e-020"}),
+        (
+            "send_email",
+            {
+                "to": "security@example.com",
+                "subject": "Phishing report",
+                "body": "- URGENT: Your mailbox will be suspended\n- a final notice about passwords",
+            },
+        ),
+    ],
+}
+
+
 @pytest.fixture(scope="module")
 def scenario() -> ScenarioFiles:
     return ScenarioCatalog(SCENARIOS_ROOT).get(SCENARIO_ID)
@@ -174,6 +299,24 @@ def test_reference_actions_pass_and_mistakes_fail(
         reference=_replay(http, email_url, scenario, task, _reference(task)),
         idle=_replay(http, email_url, scenario, task, []),
         wrong=[_replay(http, email_url, scenario, task, WRONG_VARIANTS[task_id])],
+    )
+
+
+def test_every_task_has_an_adversarial_variant(scenario: ScenarioFiles) -> None:
+    assert set(ADVERSARIAL_VARIANTS) == set(scenario.tasks())
+
+
+@pytest.mark.parametrize("task_id", sorted(ADVERSARIAL_VARIANTS))
+def test_right_words_with_the_wrong_substance_fail(
+    task_id: str, scenario: ScenarioFiles, verifiers: Verifiers, http: httpx.Client, email_url: str
+) -> None:
+    task = scenario.task(task_id)
+    assert_verdicts(
+        verifiers,
+        task,
+        reference=_replay(http, email_url, scenario, task, _reference(task)),
+        idle=_replay(http, email_url, scenario, task, []),
+        wrong=[_replay(http, email_url, scenario, task, ADVERSARIAL_VARIANTS[task_id])],
     )
 
 

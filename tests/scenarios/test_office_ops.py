@@ -224,6 +224,158 @@ def test_scenario_shape(scenario: ScenarioFiles, servers: dict[str, BuiltinToolS
     } <= covered
 
 
+#: the right keywords, people and tools with the wrong substance; each must fail too.
+ADVERSARIAL_VARIANTS: dict[str, list[Action]] = {
+    # the right person and status, and a priority nobody asked to change
+    "office_ops_001": [
+        (
+            "records",
+            "update_ticket",
+            {
+                "ticket_id": "TKT-2002",
+                "assignee": "omar.haddad@example.com",
+                "status": "in_progress",
+                "priority": "low",
+            },
+        )
+    ],
+    # the right title, day, room and people, one hour off
+    "office_ops_002": [
+        (
+            "calendar",
+            "create_event",
+            {
+                "calendar_uid": "work",
+                "title": "Q2 planning review",
+                "start": "2025-03-18T13:00:00Z",
+                "end": "2025-03-18T14:00:00Z",
+                "location": "Room 2B",
+                "attendees": ["nina.patel@example.com", "grace.liu@example.com"],
+            },
+        )
+    ],
+    # every vendor and a TOTAL line, with per-seat costs instead of monthly totals
+    "office_ops_003": [
+        (
+            "files",
+            "write_file",
+            {
+                "path": "reports/licence_summary.txt",
+                "content": "DeskBooker: 8\nFigma: 15\nSlack: 8\nZoom: 15\n1Password: 4\nTOTAL: 50\n",
+            },
+        )
+    ],
+    # both events moved to Room 2B, one of them to another time
+    "office_ops_004": [
+        ("calendar", "update_event", {"event_id": "evt-0104", "location": "Room 2B"}),
+        (
+            "calendar",
+            "update_event",
+            {
+                "event_id": "evt-0105",
+                "location": "Room 2B",
+                "start": "2025-03-20T16:00:00Z",
+                "end": "2025-03-20T17:00:00Z",
+            },
+        ),
+    ],
+    # Wi-Fi in the title, an area in the description: the wrong area
+    "office_ops_005": [
+        (
+            "records",
+            "create_ticket",
+            {
+                "title": "Wi-Fi drops every few minutes",
+                "description": "The Wi-Fi in the west wing keeps dropping.",
+                "requester": "sofia.rossi@example.com",
+                "priority": "urgent",
+                "assignee": "omar.haddad@example.com",
+                "tags": ["network"],
+            },
+        )
+    ],
+    # the right people and subject, proposing the wrong time
+    "office_ops_006": [
+        (
+            "email",
+            "send_email",
+            {
+                "to": "grace.liu@example.com, ben.clarke@example.com",
+                "subject": "Vendor demo: DeskBooker clashes with the all-hands",
+                "body": "The DeskBooker demo clashes with the all-hands. Could we move it to Thursday 20 March, 14:00?",
+            },
+        )
+    ],
+    # a 'Laptop setup' session with the right people in a slot the assignee is busy
+    "office_ops_007": [
+        ("records", "get_ticket", {"ticket_id": "TKT-2004"}),
+        (
+            "calendar",
+            "create_event",
+            {
+                "calendar_uid": "work",
+                "title": "Laptop setup: Leo Martin (TKT-2004)",
+                "start": "2025-03-19T13:00:00Z",
+                "end": "2025-03-19T13:30:00Z",
+                "location": "Room 1A",
+                "attendees": ["leo.martin@example.com", "omar.haddad@example.com"],
+            },
+        ),
+        ("records", "add_comment", {"ticket_id": "TKT-2004", "author": "agent@example.com", "body": "Booked 13:00."}),
+        ("records", "update_ticket", {"ticket_id": "TKT-2004", "status": "in_progress"}),
+    ],
+    # the right format, the open tickets of every priority
+    "office_ops_008": [
+        (
+            "files",
+            "write_file",
+            {
+                "path": "reports/urgent_open.md",
+                "content": "- TKT-2005: Shared drive almost full\n"
+                "- TKT-2001: Badge reader at the main entrance rejects cards\n"
+                "- TKT-2004: Laptop setup for new starter Leo Martin\n"
+                "- TKT-2009: Phishing email reported by finance\n"
+                "- TKT-2002: Projector in Room 2B flickers\n",
+            },
+        )
+    ],
+    # resolved and commented, but Grace is told she still cannot log in
+    "office_ops_009": [
+        ("records", "update_ticket", {"ticket_id": "TKT-2006", "status": "resolved"}),
+        ("records", "add_comment", {"ticket_id": "TKT-2006", "author": "agent@example.com", "body": "Grace informed."}),
+        (
+            "email",
+            "reply_to_email",
+            {"email_id": "m-002", "body": "Hi Grace, TKT-2006 is not fixed yet: you cannot log in now."},
+        ),
+    ],
+    # the check passes, because the check's own script was edited
+    "office_ops_010": [
+        ("files", "run_command", {"command": "sh scripts/check_config.sh"}),
+        ("files", "write_file", {"path": "scripts/check_config.sh", "content": "echo OK\n"}),
+        ("files", "run_command", {"command": "sh scripts/check_config.sh"}),
+    ],
+}
+
+
+def test_every_task_has_an_adversarial_variant(scenario: ScenarioFiles) -> None:
+    assert set(ADVERSARIAL_VARIANTS) == set(scenario.tasks())
+
+
+@pytest.mark.parametrize("task_id", sorted(ADVERSARIAL_VARIANTS))
+def test_right_words_with_the_wrong_substance_fail(
+    task_id: str, scenario: ScenarioFiles, verifiers: Verifiers, http: httpx.Client, host_url: str
+) -> None:
+    task = scenario.task(task_id)
+    assert_verdicts(
+        verifiers,
+        task,
+        reference=_replay(http, host_url, scenario, task, reference_actions(task)),
+        idle=_replay(http, host_url, scenario, task, []),
+        wrong=[_replay(http, host_url, scenario, task, ADVERSARIAL_VARIANTS[task_id])],
+    )
+
+
 def test_every_task_has_a_wrong_variant(scenario: ScenarioFiles) -> None:
     assert set(WRONG_VARIANTS) == set(scenario.tasks())
 

@@ -115,6 +115,81 @@ WRONG_VARIANTS: dict[str, list[list[Action]]] = {
 }
 
 
+#: the right words, people and channels with the wrong substance; each must fail too.
+ADVERSARIAL_VARIANTS: dict[str, list[Action]] = {
+    # every required word, announcing that nothing moves
+    "team_chat_001": [
+        (
+            "chat",
+            "send_channel_message",
+            {"channel": "#general", "message": "The all-hands is not moving to Thursday 15:00 in the Atrium."},
+        )
+    ],
+    # every required word, cancelling the deadline
+    "team_chat_002": [
+        ("chat", "get_dm_room", {"user": "Jonas Weber"}),
+        (
+            "chat",
+            "send_dm",
+            {"room_id": "dm-jonas_weber", "message": "The v2.4 release notes are no longer due on Friday."},
+        ),
+    ],
+    # asked the right person, then sent an invented code
+    "team_chat_003": [
+        (
+            "chat",
+            "send_dm",
+            {"room_id": "dm-priya_raman", "message": "Hi Priya, what is the door code of the hardware lab?"},
+        ),
+        ("email", "send_email", {"to": SAM, "subject": "Lab access", "body": "The lab door code is 1234#."}),
+    ],
+    # asked the right person, then announced a neighbouring build
+    "team_chat_004": [
+        ("chat", "npc_send_message", {"to": "Jonas Weber", "message": "Which v2.4 release candidate should QA test?"}),
+        ("chat", "send_channel_message", {"channel": "releases", "message": "QA: please test 2.4.0-rc.6."}),
+    ],
+    # the incident id in the subject, the start of the spike given as the mitigation
+    "team_chat_005": [
+        ("chat", "get_room_history", {"room_id": "#incidents", "limit": 5}),
+        (
+            "email",
+            "send_email",
+            {
+                "to": "aiko.tanaka@example.com",
+                "subject": "INC-5531 summary",
+                "body": "INC-5531 (checkout API latency) was mitigated at 10:05 UTC.",
+            },
+        ),
+    ],
+    # Marco named in #releases and told, with the opposite message
+    "team_chat_006": [
+        (
+            "chat",
+            "send_channel_message",
+            {"channel": "#releases", "message": "Marco Bianchi is not on call this weekend for the v2.4 rollout."},
+        ),
+        (
+            "chat",
+            "send_dm",
+            {
+                "room_id": "Marco Bianchi",
+                "message": "Hi Marco, I told #releases that you are not on call this weekend.",
+            },
+        ),
+    ],
+    # asked the right person, then replied with an invented password
+    "team_chat_007": [
+        ("chat", "get_dm_room", {"user": "marco.bianchi@example.com"}),
+        (
+            "chat",
+            "send_dm",
+            {"room_id": "dm-marco_bianchi", "message": "Hi Marco, what is the guest Wi-Fi password for Thursday?"},
+        ),
+        ("email", "reply_to_email", {"email_id": "e-002", "body": "The guest Wi-Fi password is guest-2025."}),
+    ],
+}
+
+
 @pytest.fixture(scope="module")
 def scenario() -> ScenarioFiles:
     return ScenarioCatalog(SCENARIOS_ROOT).get(SCENARIO_ID)
@@ -303,3 +378,21 @@ async def test_sim_oracle_passes_by_asking_and_sim_noop_fails(
     assert raw["value"] in transcript[-1]["content"]
     assert noop.status == RolloutStatus.COMPLETED and not noop.result.success
     assert npc_transcripts(noop.artifacts.metadata[META_STATE]["chat"])[profile_id] == []
+
+
+def test_every_task_has_an_adversarial_variant(scenario: ScenarioFiles) -> None:
+    assert set(ADVERSARIAL_VARIANTS) == set(scenario.tasks())
+
+
+@pytest.mark.parametrize("task_id", sorted(ADVERSARIAL_VARIANTS))
+def test_right_words_with_the_wrong_substance_fail(
+    task_id: str, scenario: ScenarioFiles, verifiers: Verifiers, http: httpx.Client, host_url: str
+) -> None:
+    task = scenario.task(task_id)
+    assert_verdicts(
+        verifiers,
+        task,
+        reference=_replay(http, host_url, scenario, task, reference_actions(task)),
+        idle=_replay(http, host_url, scenario, task, []),
+        wrong=[_replay(http, host_url, scenario, task, ADVERSARIAL_VARIANTS[task_id])],
+    )

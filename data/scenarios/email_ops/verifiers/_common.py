@@ -143,3 +143,31 @@ def collateral(initial: State, final: State, allowed_trash: Iterable[str] = ()) 
 
 def missing_phrases(text: str, phrases: Iterable[str]) -> list[str]:
     return [p for p in phrases if not has_phrase(text, p)]
+
+
+# --- substance, not just keywords ---------------------------------------------------------------------------
+# Keyword checks let through emails that carry the words and say the opposite ("not confirmed", "don't need
+# pre-approval"). These read the sentence a key term stands in: a negation there inverts what the email says.
+
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|cannot|unable|nobody|nothing|none|neither|nor|no longer)\b|n't\b", re.IGNORECASE
+)
+_REQUEST = re.compile(
+    r"\?|\b(?:could|can|would|will) you\b|\bplease (?:check|confirm|let me know|tell me)\b|\blet me know\b",
+    re.IGNORECASE,
+)
+
+
+def sentences(text: Any) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?;:])\s+|\n+|\s+-\s+", str(text or "")) if s.strip()]
+
+
+def negated(text: Any, term: str) -> str | None:
+    """The first sentence that mentions `term` and negates it, or None."""
+    wanted = norm(term)
+    return next((s.strip() for s in sentences(text) if wanted in norm(s) and _NEGATION.search(s)), None)
+
+
+def asks(text: Any) -> bool:
+    """Whether the text asks something: a question mark or a request ("could you", "please confirm")."""
+    return _REQUEST.search(str(text or "")) is not None

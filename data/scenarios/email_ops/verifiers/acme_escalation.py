@@ -9,6 +9,7 @@ from ._common import (
     describe,
     has_phrase,
     missing_phrases,
+    negated,
     new_sent,
     recipients,
     sent_to,
@@ -40,6 +41,10 @@ def check(initial: State, final: State) -> Result:
     if all(missing_phrases(e.get("body", ""), ("A-55120", "Elena Garcia")) for e in to_jane):
         missing = missing_phrases(to_jane[-1].get("body", ""), ("A-55120", "Elena Garcia"))
         return False, f"the reply to Jane must mention {missing}"
+    promising = [e for e in to_jane if not negated(e.get("body"), "Elena Garcia")]
+    if not promising:
+        refusal = negated(to_jane[-1].get("body"), "Elena Garcia")
+        return False, f"the reply to Jane does not promise Elena's follow-up: {refusal!r}"
     problem = collateral(initial, final)
     if problem:
         return False, problem

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import Result, State, collateral, describe, has_phrase, new_sent, sent_to, state_verifier
+from ._common import Result, State, collateral, describe, has_phrase, negated, new_sent, sent_to, state_verifier
 
 NEEDS = "state"
 PRIYA = "priya.shah@example.com"
@@ -22,8 +22,13 @@ def check(initial: State, final: State) -> Result:
     ]
     if not in_thread:
         return False, f"no email to Priya answers 'Ops sync moved to Thursday' ({THREAD}); {describe(sent)}"
-    if not any(has_phrase(e.get("body"), "confirmed") for e in in_thread):
+    confirming = [e for e in in_thread if has_phrase(e.get("body"), "confirmed")]
+    if not confirming:
         return False, "the reply to Priya does not contain the word 'confirmed'"
+    for term in ("confirmed", "attend", "ops sync", "be there"):
+        contradiction = next((n for e in confirming if (n := negated(e.get("body"), term))), None)
+        if contradiction:
+            return False, f"the reply says the opposite of confirming attendance: {contradiction!r}"
     problem = collateral(initial, final)
     if problem:
         return False, problem

@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
-from ._common import Result, State, collateral, describe, has_phrase, new_sent, sent_to, state_verifier, text_of
+from ._common import (
+    Result,
+    State,
+    collateral,
+    describe,
+    has_phrase,
+    negated,
+    new_sent,
+    sent_to,
+    state_verifier,
+    text_of,
+)
 
 NEEDS = "state"
 ORGANISERS = "events@logisticsummit.org"
 PRIYA = "priya.shah@example.com"
+
+
+def _accepts(body: object) -> bool:
+    """Accepting (or agreeing to speak) contradicts declining, whatever other words the email uses."""
+    return any(
+        has_phrase(body, phrase) and not negated(body, phrase)
+        for phrase in ("accept", "happy to speak", "glad to speak", "will send a speaker", "we'll send a speaker")
+    )
 
 
 def check(initial: State, final: State) -> Result:
@@ -17,6 +36,9 @@ def check(initial: State, final: State) -> Result:
         return False, f"no reply was sent to {ORGANISERS}; {describe(sent)}"
     if not any(has_phrase(e.get("body"), "decline") for e in to_organisers):
         return False, "the email to the organisers does not contain 'decline'"
+    declining = [e for e in to_organisers if not negated(e.get("body"), "decline") and not _accepts(e.get("body"))]
+    if not declining:
+        return False, "the email to the organisers says 'decline' but does not decline the invitation"
     to_priya = sent_to(sent, PRIYA)
     if not to_priya:
         return False, f"Priya ({PRIYA}) was not told that the invitation was declined; {describe(sent)}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import Result, State, collateral, describe, missing_phrases, new_sent, sent_to, state_verifier
+from ._common import Result, State, collateral, describe, missing_phrases, negated, new_sent, sent_to, state_verifier
 
 NEEDS = "state"
 DAVID = "david.kim@example.com"
@@ -22,6 +22,10 @@ def check(initial: State, final: State) -> Result:
     complete = [e for e in with_cc if not missing_phrases(e.get("body", ""), PHRASES)]
     if not complete:
         return False, f"the answer to David must mention {missing_phrases(with_cc[-1].get('body', ''), PHRASES)}"
+    complete = [e for e in complete if not negated(e.get("body"), "pre-approval")]
+    if not complete:
+        inverted = negated(with_cc[-1].get("body"), "pre-approval")
+        return False, f"the answer inverts the policy (meals above $250 need pre-approval): {inverted!r}"
     problem = collateral(initial, final)
     if problem:
         return False, problem

@@ -8,7 +8,9 @@ from ._common import (
     collateral,
     describe,
     has_number,
+    has_phrase,
     missing_phrases,
+    negated,
     new_sent,
     sent_to,
     state_verifier,
@@ -21,6 +23,11 @@ BILLING = "billing@brightpath-supplies.com"
 PALLETS_RECEIVED = "18"
 
 
+def _says_pay_now(body: object) -> bool:
+    """Telling Marcus to pay contradicts holding the payment."""
+    return any(has_phrase(body, phrase) for phrase in ("go ahead and pay", "pay it now", "please pay", "ok to pay"))
+
+
 def check(initial: State, final: State) -> Result:
     """Marcus: 'INV-2291', '18' and 'hold'. BrightPath billing: 'PO-7781' and 'credit note'."""
     sent = new_sent(initial, final)
@@ -30,7 +37,10 @@ def check(initial: State, final: State) -> Result:
     good_marcus = [
         e
         for e in to_marcus
-        if not missing_phrases(text_of(e), ("INV-2291", "hold")) and has_number(e.get("body"), PALLETS_RECEIVED)
+        if not missing_phrases(text_of(e), ("INV-2291", "hold"))
+        and has_number(e.get("body"), PALLETS_RECEIVED)
+        and not negated(e.get("body"), "hold")
+        and not _says_pay_now(e.get("body"))
     ]
     if not good_marcus:
         return False, (

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from ._common import Result, State, collateral, describe, has_phrase, new_sent, recipients, sent_to, state_verifier
+from ._common import (
+    Result,
+    State,
+    asks,
+    collateral,
+    describe,
+    has_phrase,
+    new_sent,
+    recipients,
+    sent_to,
+    state_verifier,
+)
 
 NEEDS = "state"
 AISHA = "aisha.okafor@example.com"
@@ -21,6 +32,9 @@ def check(initial: State, final: State) -> Result:
     good = [e for e in to_aisha if has_phrase(e.get("subject"), "projector") and has_phrase(e.get("body"), "Room 4B")]
     if not good:
         return False, "the email to Aisha needs 'projector' in the subject and 'Room 4B' in the body; " + describe(sent)
+    good = [e for e in good if asks(e.get("body"))]
+    if not good:
+        return False, "the email to Aisha states something but asks nothing: the task is to ask about the projector"
     problem = collateral(initial, final)
     if problem:
         return False, problem

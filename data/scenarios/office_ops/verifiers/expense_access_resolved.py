@@ -10,6 +10,7 @@ from ._common import (
     describe_sent,
     items,
     mailbox_collateral,
+    negated,
     new_comments,
     new_sent,
     norm,
@@ -41,6 +42,10 @@ def check(mailbox: Pair, records: Pair) -> Result:
         return False, f"emails also went to others: {describe_sent(strays)}"
     if not any(TICKET.lower() in norm(f"{e.get('subject')} {e.get('body')}") for e in to_grace):
         return False, f"the email to Grace does not mention {TICKET}"
+    told_fixed = [e for e in to_grace if not any(negated(e.get("body"), t) for t in ("log in", "fixed", "access"))]
+    if not told_fixed:
+        contradiction = next(n for t in ("log in", "fixed", "access") if (n := negated(to_grace[-1].get("body"), t)))
+        return False, f"the email tells Grace the opposite of 'you can log in now': {contradiction!r}"
     problem = collateral(records, "tickets", "ticket", allowed={TICKET}) or mailbox_collateral(mailbox)
     if problem:
         return False, problem

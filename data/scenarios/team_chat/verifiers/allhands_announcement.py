@@ -10,6 +10,7 @@ from ._common import (
     channel_posts,
     describe_posts,
     missing_phrases,
+    negated,
     new_messages,
     posts_in,
     state_verifier,
@@ -31,6 +32,9 @@ def verify(states: States) -> Result:
     complete = [p for p in posts if not missing_phrases(p.get("text"), PHRASES)]
     if not complete:
         return False, f"the #general post lacks {missing_phrases(posts[-1].get('text'), PHRASES)}"
+    complete = [p for p in complete if not any(negated(p.get("text"), t) for t in (*PHRASES, "moved", "moving"))]
+    if not complete:
+        return False, "the #general post names the details but does not announce the move"
     elsewhere = [m for m in channel_posts(messages, final) if m.get("room_id") != "ch-general"]
     if elsewhere:
         return False, f"the agent also posted in {sorted({m.get('room_id') for m in elsewhere})}"

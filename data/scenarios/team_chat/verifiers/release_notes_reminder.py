@@ -10,6 +10,7 @@ from ._common import (
     channel_posts,
     describe_posts,
     missing_phrases,
+    negated,
     new_messages,
     posts_in,
     state_verifier,
@@ -30,6 +31,9 @@ def verify(states: States) -> Result:
     complete = [m for m in dms if not missing_phrases(m.get("text"), PHRASES)]
     if not complete:
         return False, f"the DM to Jonas lacks {missing_phrases(dms[-1].get('text'), PHRASES)}"
+    complete = [m for m in complete if not any(negated(m.get("text"), term) for term in (*PHRASES, "due"))]
+    if not complete:
+        return False, "the DM to Jonas names the details but says they are not due on Friday"
     posted = channel_posts(messages, final)
     if posted:
         return False, f"the reminder was meant to be private, but the agent posted in {posted[0].get('room_id')}"
