@@ -22,8 +22,9 @@ from eval_pipelines.schemas.runs import MSG_TIMEOUT, ErrorClass, RolloutStatus, 
 from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.verifiers.loader import load_verifier_package
-from tests.reliability.support_faults import Fault, ModelFactory, ToolFaultRule, ToolServerFactory
+from tests.reliability.support_faults import Fault, ModelFactory, ToolFaultRule, ToolServerFactory, closed_port
 from tests.reliability.support_runs import (
+    ERROR_RETRIES,
     SCENARIO_ID,
     TARGET_TASK,
     TASK_IDS,
@@ -266,3 +267,18 @@ async def test_provisioning_and_listing_faults_are_labelled(
     assert (outcome.status, outcome.termination_reason) == (status, reason)
     assert message in (outcome.artifacts.error or ""), outcome.artifacts.error
     assert outcome.result.message and not outcome.result.success
+
+
+def test_a_dead_tool_server_is_a_tool_server_error_retried_and_left_out_of_the_pass_rate(
+    backend: EmbeddedEvaluationService, catalog: ScenarioCatalog, data_dir: Path
+) -> None:
+    """Nothing answers at the tool servers' address: every rollout is retried, then ends a tool_server error; the
+    model gets no pass rate at all (NULL), never 0."""
+    run = _run_on_faulty_tool_server(
+        backend, catalog, data_dir, f"http://127.0.0.1:{closed_port()}", error_retries=ERROR_RETRIES
+    )
+    for rollout in run.rollouts.values():
+        assert rollout.result is not None
+        assert (rollout.result.error_class, rollout.result.attempts) == (ErrorClass.TOOL_SERVER, 1 + ERROR_RETRIES)
+    _, rates = run.scores(data_dir / "eval.duckdb")
+    assert (rates["n"], rates["pass_rate"], rates["n_errors"]) == (0, None, len(TASK_IDS))
