@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.lib.confine import make_undumpable
 from eval_pipelines.lib.sweep_control import SweepLock, SweepLocked, SweepStop
 from eval_pipelines.paths import data_dir, scenarios_dir, sweeps_dir
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, partition_key
@@ -382,6 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # This process holds keys: nothing a model or verifier runs may read its memory or environment.
+    make_undumpable()
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

@@ -140,3 +140,79 @@ def drop_capabilities() -> bool:
     if libc.syscall(_SYS_CAPSET, ctypes.byref(header), data):
         raise OSError(ctypes.get_errno(), "capset")
     return True
+
+
+_PR_SET_DUMPABLE = 4
+
+
+def make_undumpable() -> None:
+    """Mark this process non-dumpable: a process of the same user that gave up its capabilities (a verifier, a
+    model's command) can then read neither its memory nor its `/proc/<pid>/environ`. For processes that hold
+    keys: the sweep, the services, rollout workers and the tool-server host."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+#: The environment variables a process that runs untrusted work inherits: locale, time zone and search paths.
+#: Everything else stays behind, keys included.
+SAFE_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+
+
+def scrubbed_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment reduced to `SAFE_ENVIRONMENT`, plus `extra`."""
+    env = {name: os.environ[name] for name in SAFE_ENVIRONMENT if name in os.environ}
+    env.update(extra or {})
+    return env
+
+
+def confined_argv(
+    argv: list[str], *, writable: Path, memory_bytes: int, cpu_seconds: int, file_bytes: int
+) -> list[str]:
+    """`argv` run through this module's launcher, which confines the process before it execs `argv`: writes only
+    beneath `writable`, no capabilities, and the given address-space, CPU-time and file-size limits."""
+    return [
+        sys.executable,
+        "-I",  # isolated: the command's environment cannot steer which code this launcher runs
+        "-m",
+        "eval_pipelines.lib.confine",
+        "--writable",
+        str(writable),
+        "--memory-bytes",
+        str(memory_bytes),
+        "--cpu-seconds",
+        str(cpu_seconds),
+        "--file-bytes",
+        str(file_bytes),
+        "--",
+        *argv,
+    ]
+
+
+def _launch(args: list[str]) -> int:
+    """The launcher: apply the limits and the confinement, then become the command (exec, same pid)."""
+    import argparse
+    import resource
+
+    parser = argparse.ArgumentParser(prog="eval_pipelines.lib.confine")
+    parser.add_argument("--writable", required=True)
+    parser.add_argument("--memory-bytes", type=int, required=True)
+    parser.add_argument("--cpu-seconds", type=int, required=True)
+    parser.add_argument("--file-bytes", type=int, required=True)
+    parser.add_argument("argv", nargs=argparse.REMAINDER)
+    options = parser.parse_args(args)
+    argv = options.argv[1:] if options.argv[:1] == ["--"] else options.argv
+    for limit, value in (
+        (resource.RLIMIT_AS, options.memory_bytes),
+        (resource.RLIMIT_CPU, options.cpu_seconds),
+        (resource.RLIMIT_FSIZE, options.file_bytes),
+    ):
+        resource.setrlimit(limit, (value, value))
+    restrict_writes_to([Path(options.writable)], writable_files=[Path(os.devnull)])
+    drop_capabilities()
+    os.execvp(argv[0], argv)
+    return 127  # pragma: no cover - execvp does not return
+
+
+if __name__ == "__main__":
+    sys.exit(_launch(sys.argv[1:]))

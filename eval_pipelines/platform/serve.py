@@ -16,6 +16,7 @@ from pathlib import Path
 
 import uvicorn
 
+from eval_pipelines.lib.confine import make_undumpable
 from eval_pipelines.paths import data_dir
 from eval_pipelines.platform.app import create_platform_app
 from eval_pipelines.platform.auth import TOKENS_ENV, TOKENS_FILE_ENV, TokenConfigError, issue_token
@@ -69,6 +70,8 @@ def run_platform(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # This process holds keys: nothing a model or verifier runs may read its memory or environment.
+    make_undumpable()
     parser = argparse.ArgumentParser(prog="platform", description="the local assessment platform (spec 002)")
     parser.add_argument("--host", default=DEFAULT_HOST)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)

@@ -454,7 +454,6 @@ def create_app(settings: ServiceSettings) -> FastAPI:
             artifacts = redact_tool_messages(artifacts)
         return ArtifactsResponse(rollout_id=rollout_id, artifacts=artifacts)
 
-
     # -- scenarios -------------------------------------------------------------------------------------
     @router.get("/scenarios", response_model=list[Template], tags=["scenarios"], summary="List templates")
     def list_scenarios() -> list[Template]:
@@ -638,9 +637,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            document = get_openapi(
-                title=app.title, version=app.version, description=app.description, routes=app.routes
-            )
+            document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
             app.openapi_schema = _document_cross_field_rules(
                 document, _launch_example(service.catalog), settings.max_rollouts_per_run
             )

@@ -42,9 +42,7 @@ async def probe_model(config: ModelConfig, runtime: LocalRuntime, timeout_second
     except (ValueError, httpx.InvalidURL) as exc:
         return _failure(f"invalid model configuration: {exc}", ModelTestErrorType.BAD_REQUEST, secrets)
     started = time.monotonic()
-    request = ChatRequest(
-        model=config.model, messages=[ChatMessage.user(PROBE_PROMPT)], temperature=config.temperature
-    )
+    request = ChatRequest(model=config.model, messages=[ChatMessage.user(PROBE_PROMPT)], temperature=config.temperature)
     try:
         async with client, asyncio.timeout(timeout_seconds + 0.5):
             completion = await client.complete(request)

@@ -91,9 +91,7 @@ class RunScheduler:
             check_model_endpoint(request.user_model_config, "user_model_config")
         self._ensure_capacity()
         response = self.executor.launch(request)
-        self._start(
-            ActiveRun(response.run_id, request.model_config_, request.user_model_config, request.max_parallel)
-        )
+        self._start(ActiveRun(response.run_id, request.model_config_, request.user_model_config, request.max_parallel))
         return response
 
     def resume(self, run_id: str, config: ModelConfig, *, retry_failed: bool) -> ResumeRunResponse:

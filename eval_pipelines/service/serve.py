@@ -15,6 +15,7 @@ from types import FrameType
 
 import uvicorn
 
+from eval_pipelines.lib.confine import make_undumpable
 from eval_pipelines.paths import data_dir
 from eval_pipelines.service.api import EvaluationService, create_app, service_of
 from eval_pipelines.service.auth import KeyConfigError
@@ -53,6 +54,8 @@ def run_eval_service(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # This process holds keys: nothing a model or verifier runs may read its memory or environment.
+    make_undumpable()
     parser = argparse.ArgumentParser(prog="eval-service", description="the local evaluation service (spec 000)")
     parser.add_argument("--host", default=DEFAULT_HOST)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)

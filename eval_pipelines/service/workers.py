@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.lib.confine import make_undumpable
 from eval_pipelines.lib.slots import SlotPool
 from eval_pipelines.schemas.model_config import ModelConfig
 
@@ -247,6 +248,8 @@ async def _run_job() -> None:
 
 
 def main() -> int:
+    # This process holds keys: nothing a model or verifier runs may read its memory or environment.
+    make_undumpable()
     from eval_pipelines.lib import aio
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

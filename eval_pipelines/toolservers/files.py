@@ -16,10 +16,15 @@ are files with several hard links, since another link may lie outside the worksp
 `run_command` runs `/bin/sh -c <command>` with the workspace as its working directory, a minimal environment
 (`PATH` and `HOME=<workspace>`, nothing inherited from this process, so no secrets), stdin closed, in a new
 session whose whole process group is killed when the command finishes or its timeout expires (so background
-processes do not outlive the call), with its output truncated. That confines the command's WORKING
-DIRECTORY, not the command: THIS IS NOT A SANDBOX. A command can still read or write anything the server's
-user can (`cat /etc/passwd`, `cat ../x`) and can escape the kill with `setsid`. Run untrusted agents in a
-container or VM that provides the real isolation.
+processes do not outlive the call), with its output truncated. Before the shell starts, a launcher
+(`lib/confine.py`) caps its address space, CPU time and file size, confines its writes to the workspace with
+Linux Landlock, and drops every capability, so even as root it cannot read the environment or memory of the
+processes that hold keys (they are non-dumpable), nor write outside the workspace.
+
+What it does NOT isolate: reading files the server's user can read, the network, and a command that escapes
+the kill with `setsid` until its CPU limit ends it. There is no container, namespace or seccomp filter. For
+that, set `EVAL_PIPELINES_COMMAND_WRAPPER` to a command that provides it (e.g. `bwrap --ro-bind / / --bind
+"$PWD" "$PWD" --unshare-net --` or `firejail --net=none --`): it is prefixed to the launcher's command line.
 
 A command that times out or exits non-zero is an ordinary observation, not an `is_error` one: it ran and
 may have changed files, and an error would make the app roll the mirror back while the disk kept the
@@ -36,8 +41,10 @@ import codecs
 import contextlib
 import copy
 import hashlib
+import math
 import os
 import selectors
+import shlex
 import signal
 import stat
 import subprocess
@@ -46,6 +53,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
+from eval_pipelines.lib.confine import confined_argv
 from eval_pipelines.schemas.tools import ToolDefinition
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
 from eval_pipelines.toolservers.fields import object_schema, string_param
@@ -58,6 +66,12 @@ MAX_MIRRORED_ENTRIES = 2000
 MAX_LISTED_ENTRIES = 500
 DEFAULT_TIMEOUT_SECONDS = 10
 MAX_TIMEOUT_SECONDS = 60
+#: Address space of a model's command: enough for compilers and interpreters, far below the machine.
+COMMAND_MEMORY_BYTES = 2 << 30
+#: The largest file a model's command may write.
+COMMAND_FILE_BYTES = 64 << 20
+#: A command prefixed to every `run_command` launch (a stronger sandbox: bwrap, firejail, a container).
+COMMAND_WRAPPER_ENV = "EVAL_PIPELINES_COMMAND_WRAPPER"
 COMMAND_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: after the command's own process exits, how long to keep collecting output already in flight.
 _DRAIN_SECONDS = 0.2
@@ -311,8 +325,15 @@ class _Capture:
 
 def run_confined_command(root: Path, command: str, timeout_seconds: float) -> tuple[int | None, str, str, bool]:
     """Run `command` in `root`; return (exit code or None, stdout, stderr, timed_out). See the module docs."""
-    process = subprocess.Popen(
+    argv = confined_argv(
         ["/bin/sh", "-c", command],
+        writable=root,
+        memory_bytes=COMMAND_MEMORY_BYTES,
+        cpu_seconds=math.ceil(timeout_seconds) + 1,
+        file_bytes=COMMAND_FILE_BYTES,
+    )
+    process = subprocess.Popen(
+        [*shlex.split(os.environ.get(COMMAND_WRAPPER_ENV, "")), *argv],
         cwd=root,
         env={"PATH": COMMAND_PATH, "HOME": str(root)},
         stdin=subprocess.DEVNULL,

@@ -17,6 +17,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from eval_pipelines.lib.confine import make_undumpable, scrubbed_environment
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.toolservers.app import DEFAULT_MAX_WORKSPACES, create_app
 from eval_pipelines.toolservers.base import BuiltinToolServer
@@ -157,7 +158,9 @@ class ToolServerProcess:
         command = [sys.executable, "-m", "eval_pipelines.toolservers", "--fd", str(listener.fileno()),
                    "--servers", ",".join(self.names), "--max-workspaces", str(self.max_workspaces),
                    "--parent-pid", str(os.getpid())]  # fmt: skip
-        self._process = subprocess.Popen(command, pass_fds=(listener.fileno(),), stdout=subprocess.DEVNULL)
+        # The host runs model-chosen commands (run_command): it starts with none of this process's secrets.
+        env = scrubbed_environment({"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        self._process = subprocess.Popen(command, pass_fds=(listener.fileno(),), stdout=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + self.startup_timeout
         while True:
             if self._process.poll() is not None:
@@ -198,6 +201,7 @@ class ToolServerProcess:
 
 def _serve(fd: int, names: list[str], max_workspaces: int, parent_pid: int) -> None:
     """The child's body: serve on the inherited socket until SIGTERM or until the parent is gone."""
+    make_undumpable()  # it holds NPC model keys in memory (configure) that a command must not read
     app = build_host_app({name: BUILTIN_SERVERS[name]() for name in names}, max_workspaces=max_workspaces)
     # Not uvicorn's `fd=`: it wraps the descriptor as a Unix socket, so accepted TCP connections miss
     # TCP_NODELAY and every response waits out the client's delayed ACK (~40 ms a request).
