@@ -223,9 +223,7 @@ async def test_cancel_mid_run_counts_add_up_and_keeps_completed_results(
     script, url = scripted
     # Every model call takes a while, so the run is caught with rollouts completed, running and pending.
     script.replies = [{"sleep": 0.6, "then": text_reply("done")}]
-    launched = await client.launch_run(
-        launch(TASKS, scripted_model(url), rollout_count=2, max_parallel=2)
-    )
+    launched = await client.launch_run(launch(TASKS, scripted_model(url), rollout_count=2, max_parallel=2))
     run_id = launched.run_id
 
     async def some_completed_and_more_running() -> bool:
@@ -307,7 +305,6 @@ async def test_task_override_reaches_the_rollout(client: EvaluationClient) -> No
     await client.wait_for_run(launched.run_id, deadline_seconds=60, poll_interval=0.1)
     artifacts = (await client.get_artifacts(launched.rollouts[0].rollout_id)).artifacts
     assert artifacts.metadata["client_context"] == {"ticket": "T-1"}
-
 
 
 async def test_resuming_a_run_that_is_executing_changes_nothing(
