@@ -29,6 +29,7 @@ from eval_pipelines.llm.errors import (
 )
 from eval_pipelines.llm.limiter import AdaptiveLimiter
 from eval_pipelines.llm.types import ChatCompletion, ChatRequest
+from eval_pipelines.schemas.limits import MAX_MODEL_REPLY_BYTES
 from eval_pipelines.schemas.model_config import ModelConfig
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,25 @@ def normalise_base_url(base_url: str) -> str:
     return url
 
 
+class ReplyTooLarge(httpx.HTTPError):
+    """The endpoint's answer ran past the reply cap: it is not read further (memory stays bounded)."""
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> None:
+    """Read the body into the response, refusing it past `limit` bytes (declared or streamed)."""
+    declared = response.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ReplyTooLarge(f"the reply declares {int(declared)} bytes, more than the {limit}-byte cap")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise ReplyTooLarge(f"the reply is larger than the {limit}-byte cap")
+        chunks.append(chunk)
+    response._content = b"".join(chunks)
+
+
 class _ObservedHttp:
     """The two methods `send_with_retries` uses, with every attempt's answer reported to the limiter.
 
@@ -65,7 +85,11 @@ class _ObservedHttp:
 
     async def send(self, request: httpx.Request) -> httpx.Response:
         started_at = self._limiter.now()
-        response = await self._http.send(request)
+        response = await self._http.send(request, stream=True)
+        try:
+            await _read_capped(response, MAX_MODEL_REPLY_BYTES)
+        finally:
+            await response.aclose()
         self._limiter.record(
             response.status_code,
             started_at=started_at,
@@ -175,6 +199,10 @@ class ChatClient:
             # `from None`: the httpx exception holds the request, and with it the Authorization header.
             raise error_for_transport(
                 exc, url=url, model=model, timeout_seconds=self.timeout_seconds, secrets=self._secrets()
+            ) from None
+        except ReplyTooLarge as exc:
+            raise LLMResponseError(
+                f"chat completion for model {model!r} at {display_url(url)}: {exc}", secrets=self._secrets()
             ) from None
 
     def _raise_for_status(self, response: httpx.Response, url: str, model: str | None) -> None:

@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from eval_pipelines.lib.body_limit import BodyLimit
 from eval_pipelines.llm.errors import LLMError
 from eval_pipelines.platform.auth import Principal, authenticator
 from eval_pipelines.platform.config import PlatformSettings
@@ -42,6 +43,7 @@ from eval_pipelines.platform.models import ModelKind, ModelRouter, ModelUnavaila
 from eval_pipelines.platform.store import DuplicateJudgeName, JudgeRecord, PlatformStore, RagSettings
 from eval_pipelines.platform.synth import generate_rows
 from eval_pipelines.schemas._base import utc_now_iso
+from eval_pipelines.schemas.limits import MAX_PLATFORM_REQUEST_BYTES
 from eval_pipelines.schemas.platform import (
     FULL_SAFETY_GUARD_MODEL,
     AssessRunRequest,
@@ -166,6 +168,11 @@ def create_platform_app(settings: PlatformSettings) -> FastAPI:
         store.close()
 
     app = FastAPI(title="eval_pipelines assessment platform (local)", lifespan=lifespan)
+    # Form fields and multipart framing ride with an upload's file: give them a margin over the file's limit.
+    upload_limit = max(settings.max_upload_bytes, MAX_PLATFORM_REQUEST_BYTES) + (1 << 20)
+    app.add_middleware(
+        BodyLimit, max_bytes=MAX_PLATFORM_REQUEST_BYTES, larger=[(f"{API}/dataset/upload", upload_limit)]
+    )
 
     @app.exception_handler(RequestValidationError)
     async def validation_failed(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from eval_pipelines.schemas.limits import MAX_JSON_DEPTH
 from eval_pipelines.schemas.platform import GROUND_TRUTH_ERROR, DatasetRow
 
 CSV_COLUMNS = ("conv_prefix", "response", "ground_truth", "context")
@@ -62,24 +63,44 @@ def _decode(content: bytes) -> str:
         raise DatasetFileError(400, f"file is not UTF-8 text (byte {exc.start})") from None
 
 
-def parse_json_rows(content: bytes) -> list[Any]:
-    text = _decode(content)
+def _too_deep(data: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a parsed JSON document nests deeper than `limit` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
+def _loads(text: str, where: str) -> Any:
+    """JSON text parsed, or a 400 naming the problem: invalid, or nested past MAX_JSON_DEPTH (which would exhaust
+    the parser's or the validator's stack)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DatasetFileError(
-            400, f"file is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            400, f"{where} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
+    except RecursionError:
+        raise DatasetFileError(400, f"{where} nests JSON deeper than {MAX_JSON_DEPTH} levels") from None
+    if _too_deep(data):
+        raise DatasetFileError(400, f"{where} nests JSON deeper than {MAX_JSON_DEPTH} levels")
+    return data
+
+
+def parse_json_rows(content: bytes) -> list[Any]:
+    text = _decode(content)
+    data = _loads(text, "file")
     if not isinstance(data, list):
         raise DatasetFileError(400, f"file must hold a JSON array of rows, not a JSON {type(data).__name__}")
     return data
 
 
 def _csv_cell_json(value: str, where: str, column: str) -> Any:
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise DatasetFileError(400, f"{where}, column '{column}': not valid JSON ({exc.msg})") from None
+    return _loads(value, f"{where}, column '{column}'")
 
 
 def parse_csv_rows(content: bytes) -> list[dict[str, Any]]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import AliasChoices, Field, model_validator
 
 from eval_pipelines.schemas._base import StrictModel, WireModel
 from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.limits import MAX_ID_CHARS, MAX_NAME_CHARS
 from eval_pipelines.schemas.model_config import ModelConfig, ModelConfigEcho
 from eval_pipelines.schemas.verifiers import VerifierOutcome
 
@@ -132,12 +133,12 @@ class TaskOverride(StrictModel):
 
 
 class RunLaunchRequest(StrictModel):
-    scenario_id: str = Field(min_length=1)
-    task_ids: list[str] = Field(min_length=1)
+    scenario_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    task_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]] = Field(min_length=1)
     model_config_: ModelConfig = Field(alias="model_config")
     rollout_count: int = Field(default=DEFAULT_ROLLOUT_COUNT, ge=1)
     max_parallel: int | None = Field(default=None, ge=1)
-    run_name: str | None = Field(default=None, min_length=1)
+    run_name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_CHARS)
     user_model_config: ModelConfig | None = None
     task_overrides: dict[str, TaskOverride] = Field(default_factory=dict)
     source: RunSource = RunSource.RL_GYM

@@ -29,8 +29,10 @@ from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from eval_pipelines.lib.body_limit import BodyLimit
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.limits import MAX_SERVICE_REQUEST_BYTES
 from eval_pipelines.schemas.model_config import API_KEY_PLACEHOLDER, ModelConfig, Provider
 from eval_pipelines.schemas.runs import (
     DEFAULT_LIST_LIMIT,
@@ -76,6 +78,8 @@ logger = logging.getLogger(__name__)
 API_VERSION = "0.1.0"
 #: FastAPI's 400 detail for a body it cannot even decode.
 BODY_PARSE_ERROR = "There was an error parsing the body"
+#: The largest page of `GET /rollouts` (each rollout carries its status events).
+MAX_ROLLOUT_PAGE = 1000
 #: The largest `offset` accepted by list runs; beyond it SQLite integers would overflow.
 MAX_LIST_OFFSET = 1_000_000_000
 
@@ -350,6 +354,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         redirect_slashes=False,
     )
     app.state.service = service
+    app.add_middleware(BodyLimit, max_bytes=MAX_SERVICE_REQUEST_BYTES)
     _install_error_handlers(app, service)
 
     router = APIRouter(dependencies=[Depends(authenticate)], responses=AUTH_ERRORS)
@@ -426,11 +431,19 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         task_id: str | None = None,
         run_id: str | None = None,
         status: RolloutStatus | None = None,
+        limit: Annotated[int | None, Query(ge=MIN_LIST_LIMIT, le=MAX_ROLLOUT_PAGE)] = None,
+        offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
     ) -> RolloutList:
-        found = service.store.list_rollouts(
-            scenario_id=scenario_id, task_id=task_id, run_id=run_id, status=status.value if status else None
-        )
-        return RolloutList(total=len(found), rollouts=found)
+        """`limit`/`offset` page the listing (a local extension); `total` counts every match."""
+        filters = {
+            "scenario_id": scenario_id,
+            "task_id": task_id,
+            "run_id": run_id,
+            "status": status.value if status else None,
+        }
+        found = service.store.list_rollouts(**filters, limit=limit, offset=offset)
+        total = service.store.count_rollouts(**filters) if limit is not None or offset else len(found)
+        return RolloutList(total=total, rollouts=found)
 
     @router.get(
         "/rollouts/{rollout_id}", response_model=Rollout, tags=["rollouts"], responses=NOT_FOUND, summary="Get one"
@@ -535,9 +548,13 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         try:
             return scenario.seed_file(filename)
         except ValueError as exc:  # UnicodeDecodeError included: seed data is served as text
-            raise InvalidRequest(f"invalid seed data filename {filename!r}: {exc}") from None
+            raise InvalidRequest(f"invalid seed data filename {filename[:200]!r}: {exc}") from None
         except FileNotFoundError:
-            raise NotFound(f"seed data file {filename!r} not found in scenario {scenario.scenario_id!r}") from None
+            raise NotFound(
+                f"seed data file {filename[:200]!r} not found in scenario {scenario.scenario_id!r}"
+            ) from None
+        except OSError as exc:  # a name the filesystem cannot take (too long, too deep) is the caller's mistake
+            raise InvalidRequest(f"invalid seed data filename {filename[:200]!r}: {exc.strerror}") from None
 
     @router.get(
         "/scenarios/{scenario_id}/verifiers/bundle",

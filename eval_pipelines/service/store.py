@@ -377,21 +377,43 @@ class RunStore(SqliteDatabase):
         task_id: str | None = None,
         run_id: str | None = None,
         status: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[Rollout]:
+        clause, params = self._rollout_filter(scenario_id, task_id, run_id, status)
+        page = "" if limit is None and not offset else " limit ? offset ?"
+        if page:
+            params = [*params, -1 if limit is None else limit, offset]
+        rows = (
+            self._conn()
+            .execute(f"select * from rollouts {clause} order by created_at, task_id, rollout_index{page}", params)
+            .fetchall()
+        )
+        events = self._events([r["rollout_id"] for r in rows])
+        return [self._rollout_from_row(r, events[r["rollout_id"]]) for r in rows]
+
+    @staticmethod
+    def _rollout_filter(
+        scenario_id: str | None, task_id: str | None, run_id: str | None, status: str | None
+    ) -> tuple[str, list[Any]]:
         where, params = [], []
         filters = (("scenario_id", scenario_id), ("task_id", task_id), ("run_id", run_id), ("status", status))
         for column, value in filters:
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
-        clause = f"where {' and '.join(where)}" if where else ""
-        rows = (
-            self._conn()
-            .execute(f"select * from rollouts {clause} order by created_at, task_id, rollout_index", params)
-            .fetchall()
-        )
-        events = self._events([r["rollout_id"] for r in rows])
-        return [self._rollout_from_row(r, events[r["rollout_id"]]) for r in rows]
+        return (f"where {' and '.join(where)}" if where else ""), params
+
+    def count_rollouts(
+        self,
+        *,
+        scenario_id: str | None = None,
+        task_id: str | None = None,
+        run_id: str | None = None,
+        status: str | None = None,
+    ) -> int:
+        clause, params = self._rollout_filter(scenario_id, task_id, run_id, status)
+        return int(self._conn().execute(f"select count(*) from rollouts {clause}", params).fetchone()[0])
 
     def run_rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
         """The run's rollouts in `list_rollouts` order, `page_size` at a time (keyset paging: each page is one

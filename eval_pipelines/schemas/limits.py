@@ -1,0 +1,19 @@
+"""Size limits on what comes in: request bodies, names, model replies, JSON nesting. One home for all of them,
+so a service, a client and a test agree on the same numbers."""
+
+from __future__ import annotations
+
+#: A request body of the evaluation service (spec 000): far above any launch or resume, far below memory.
+MAX_SERVICE_REQUEST_BYTES = 4 << 20
+#: A request body of the assessment platform other than a dataset upload.
+MAX_PLATFORM_REQUEST_BYTES = 4 << 20
+#: A dataset upload to the assessment platform (the file and its form fields).
+MAX_PLATFORM_UPLOAD_BYTES = 64 << 20
+#: A run name, a dataset or judge name: a label, not a document.
+MAX_NAME_CHARS = 256
+#: A scenario or task id.
+MAX_ID_CHARS = 256
+#: One chat-completion reply; a larger one is an endpoint error, read no further.
+MAX_MODEL_REPLY_BYTES = 8 << 20
+#: Nesting of an uploaded JSON document; deeper is refused before it can exhaust the parser's stack.
+MAX_JSON_DEPTH = 64
