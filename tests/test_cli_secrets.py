@@ -14,6 +14,8 @@ from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 
 CANARY = "sk-canary-7f1c2e9a4b"
+URL_SECRET = "urlpass-3e8f1a"
+QUERY_SECRET = "querykey-9b2c7d"
 
 
 class RecordingAuth:
@@ -117,3 +119,41 @@ def test_user_errors_name_the_file_and_field(isolated: Path, capsys: pytest.Capt
     unknown.write_text('name: x\nscenarios: ["nope:1"]\nmodels:\n  - {name: m, model: m, base_url: sim://local}\n')
     assert main(["sweep", "--config", str(unknown)]) == 2
     assert "scenarios[0]" in capsys.readouterr().err
+
+
+def test_credentials_in_a_base_url_are_used_and_written_nowhere(
+    isolated: Path, serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`user:secret@` and `?key=` in a base_url reach the endpoint (they are how some proxies and providers take
+    keys) and appear in no file: not the run store, the warehouse, the traces, the logs or Dagster's storage."""
+    seen: list[str] = []
+    sim = create_sim_app(ReferenceBook.from_catalog(ScenarioCatalog()))
+
+    async def recording(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append(scope.get("query_string", b"").decode() + " " + str(dict(scope.get("headers") or [])))
+        await sim(scope, receive, send)
+
+    server = serve(recording)
+    monkeypatch.setenv("EP_CANARY_KEY", CANARY)
+    host = server.url.removeprefix("http://")
+    config = isolated / "userinfo.yaml"
+    config.write_text(
+        "name: userinfo\n"
+        'scenarios: ["email_ops:1.0.0"]\n'
+        "task_ids: [email_ops_001]\n"
+        "rollout_count: 1\n"
+        "models:\n"
+        f"  - {{name: proxied, model: sim-oracle, base_url: 'http://proxyuser:{URL_SECRET}@{host}/v1?key={QUERY_SECRET}',"
+        " api_key_env: EP_CANARY_KEY}\n"
+    )
+    assert main(["sweep", "--config", str(config), "--skip-assessment"]) == 0
+    assert any(f"key={QUERY_SECRET}" in s for s in seen)  # the query key really reached the endpoint
+    leaks = [
+        (str(p), secret)
+        for root in (isolated / "data", isolated / "dagster_home")
+        for p, text in _all_text(root)
+        for secret in (URL_SECRET, QUERY_SECRET)
+        if secret in text
+    ]
+    assert leaks == []

@@ -36,7 +36,8 @@ from eval_pipelines.clients.errors import (
     WaitTimeout,
     error_for_response,
 )
-from eval_pipelines.lib.retry import RetryPolicy, SleepFn, display_url, send_with_retries
+from eval_pipelines.lib.redact import redact_url
+from eval_pipelines.lib.retry import RetryPolicy, SleepFn, send_with_retries
 from eval_pipelines.llm.errors import scrub_secrets, truncate
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import (
@@ -79,6 +80,8 @@ def model_config_payload(config: ModelConfig) -> dict[str, Any]:
     """The ModelConfig as the wire needs it: the one place the key is revealed, for the outbound request."""
     data = config.model_dump(mode="json", exclude_none=True)
     data["api_key"] = config.reveal_api_key()
+    if config.base_url is not None:
+        data["base_url"] = config.base_url  # the endpoint as given: its credentials are the caller's to send
     return data
 
 
@@ -123,7 +126,7 @@ class EvaluationClient:
             raise ValueError("timeout_seconds must be positive")
         root = base_url.strip().rstrip("/")
         if not root.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {display_url(root)!r}")
+            raise ValueError(f"base_url must be an http(s) URL, got {redact_url(root)!r}")
         # The service serves its paths bare and under /v1; task generation is always /v1/task-gen.
         self.base_url = root[: -len("/v1")] if root.endswith("/v1") else root
         self.timeout_seconds = timeout_seconds
@@ -134,7 +137,7 @@ class EvaluationClient:
         self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout_seconds))
 
     def __repr__(self) -> str:
-        return f"EvaluationClient(base_url={display_url(self.base_url)!r}, api_key='**********')"
+        return f"EvaluationClient(base_url={redact_url(self.base_url)!r}, api_key='**********')"
 
     __str__ = __repr__
 
@@ -180,7 +183,7 @@ class EvaluationClient:
         except httpx.TransportError as exc:
             reason = truncate(scrub_secrets(f"{type(exc).__name__}: {exc}", self._secrets()))
             raise ServiceConnectionError(
-                f"could not reach {display_url(self.base_url)} ({reason})", method=method, path=path
+                f"could not reach {redact_url(self.base_url)} ({reason})", method=method, path=path
             ) from None
         if response.status_code in ok:
             return response

@@ -24,7 +24,8 @@ from uuid import UUID
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from eval_pipelines.lib.retry import RetryPolicy, display_url, send_with_retries
+from eval_pipelines.lib.redact import redact_url
+from eval_pipelines.lib.retry import RetryPolicy, send_with_retries
 from eval_pipelines.llm.errors import scrub_secrets, truncate
 from eval_pipelines.schemas.platform import (
     AssessRunRequest,
@@ -213,7 +214,7 @@ class PlatformClient:
         if url.endswith(API):
             url = url[: -len(API)]
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {display_url(url)!r}")
+            raise ValueError(f"base_url must be an http(s) URL, got {redact_url(url)!r}")
         self.base_url = url
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
@@ -235,7 +236,7 @@ class PlatformClient:
         return cls(url, token, timeout=timeout)
 
     def __repr__(self) -> str:
-        return f"PlatformClient(base_url={display_url(self.base_url)!r}, token='**********', timeout={self.timeout})"
+        return f"PlatformClient(base_url={redact_url(self.base_url)!r}, token='**********', timeout={self.timeout})"
 
     __str__ = __repr__
 
@@ -269,7 +270,7 @@ class PlatformClient:
         except httpx.TransportError as exc:
             raise PlatformConnectionError(
                 self._clean(
-                    f"{call.method} {call.path} could not reach {display_url(url)} ({type(exc).__name__}: {exc})"
+                    f"{call.method} {call.path} could not reach {redact_url(url)} ({type(exc).__name__}: {exc})"
                 )
             ) from None
         if response.status_code >= 400:

@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from eval_pipelines.lib.redact import redact_url
+
 logger = logging.getLogger(__name__)
 
 #: Statuses that mean "try again later" on any API.
@@ -121,16 +123,6 @@ def backoff_delay(
     return capped - randomised + (rng or random).uniform(0.0, randomised)
 
 
-def display_url(url: httpx.URL | str) -> str:
-    """The URL without user-info, query or fragment: some providers accept keys as `?key=`. A URL that cannot be
-    parsed (control characters, say) is shown as a placeholder, so describing an error never raises another."""
-    try:
-        parsed = httpx.URL(str(url))
-        return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
-    except (httpx.InvalidURL, ValueError, TypeError):
-        return "<unparseable URL>"
-
-
 def retry_after_seconds(response: httpx.Response, *, max_delay: float = DEFAULT_MAX_DELAY) -> float | None:
     """Retry-After of a response; `retry-after-ms` (sent by some OpenAI-compatible servers) is preferred."""
     millis = response.headers.get("retry-after-ms")
@@ -205,7 +197,7 @@ async def send_with_retries(
             logger.info(
                 "retrying %s %s after %s: %s (attempt %d of %d, waiting %.2fs)",
                 request.method,
-                display_url(request.url),
+                redact_url(request.url),
                 type(exc).__name__,
                 exc,
                 attempt,
@@ -222,7 +214,7 @@ async def send_with_retries(
         logger.info(
             "retrying %s %s after HTTP %d (attempt %d of %d, waiting %.2fs)",
             request.method,
-            display_url(request.url),
+            redact_url(request.url),
             response.status_code,
             attempt,
             policy.max_attempts,

@@ -13,10 +13,10 @@ import httpx
 from pydantic import SecretStr, ValidationError
 
 from eval_pipelines.lib.http_pool import ShardedAsyncClient
+from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.lib.retry import (
     RetryPolicy,
     SleepFn,
-    display_url,
     retry_after_seconds,
     send_with_retries,
 )
@@ -39,13 +39,20 @@ DEFAULT_MAX_CONCURRENCY = 16
 _ENDPOINT_SUFFIX = "/chat/completions"
 
 
+def endpoint_url(base_url: str, suffix: str) -> str:
+    """`suffix` appended to the base URL's path, keeping its query: some providers take the key as `?key=`."""
+    url = httpx.URL(base_url)
+    return str(url.copy_with(path=url.path.rstrip("/") + suffix))
+
+
 def normalise_base_url(base_url: str) -> str:
     """Strip trailing slashes and a pasted `/chat/completions`, so both `.../v1` and the full endpoint work."""
     url = base_url.strip().rstrip("/")
-    if url.endswith(_ENDPOINT_SUFFIX):
-        url = url[: -len(_ENDPOINT_SUFFIX)]
+    parsed = httpx.URL(url) if url.startswith(("http://", "https://")) else None
+    if parsed is not None and parsed.path.rstrip("/").endswith(_ENDPOINT_SUFFIX):
+        url = str(parsed.copy_with(path=parsed.path.rstrip("/")[: -len(_ENDPOINT_SUFFIX)]))
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"base_url must be an http(s) URL, got {display_url(url)!r}")
+        raise ValueError(f"base_url must be an http(s) URL, got {redact_url(url)!r}")
     return url
 
 
@@ -125,13 +132,13 @@ class ChatClient:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         self.base_url = normalise_base_url(base_url)
-        self.endpoint = self.base_url + _ENDPOINT_SUFFIX
+        self.endpoint = endpoint_url(self.base_url, _ENDPOINT_SUFFIX)
         self.timeout_seconds = timeout_seconds
         self.retry = retry or RetryPolicy.for_llm()
         self.max_concurrency = max_concurrency
         # SecretStr: an accidental print or vars() dump shows '**********'.
         self._api_key = SecretStr(api_key) if api_key else None
-        self.limiter = limiter or AdaptiveLimiter(max_concurrency, name=display_url(self.base_url))
+        self.limiter = limiter or AdaptiveLimiter(max_concurrency, name=redact_url(self.base_url))
         self._sleep: SleepFn = sleep or asyncio.sleep
         # A caller's client is used as is (and left open); otherwise small pools of our own (see lib/http_pool).
         self._given_http = http_client
@@ -164,8 +171,7 @@ class ChatClient:
     def __repr__(self) -> str:
         key = "'**********'" if self._api_key else "None"
         return (
-            f"ChatClient(base_url={display_url(self.base_url)!r}, api_key={key}, "
-            f"timeout_seconds={self.timeout_seconds})"
+            f"ChatClient(base_url={redact_url(self.base_url)!r}, api_key={key}, timeout_seconds={self.timeout_seconds})"
         )
 
     __str__ = __repr__
@@ -202,7 +208,7 @@ class ChatClient:
             ) from None
         except ReplyTooLarge as exc:
             raise LLMResponseError(
-                f"chat completion for model {model!r} at {display_url(url)}: {exc}", secrets=self._secrets()
+                f"chat completion for model {model!r} at {redact_url(url)}: {exc}", secrets=self._secrets()
             ) from None
 
     def _raise_for_status(self, response: httpx.Response, url: str, model: str | None) -> None:
@@ -242,7 +248,7 @@ class ChatClient:
         return completion
 
     def _parse_completion(self, response: httpx.Response, model: str) -> ChatCompletion:
-        where = display_url(self.endpoint)
+        where = redact_url(self.endpoint)
         subject = f"chat completion for model {model!r} at {where}"
         try:
             data: Any = response.json()
@@ -288,7 +294,7 @@ class ChatClient:
 
     async def list_models(self) -> list[str]:
         """Model ids from `GET {base_url}/models` (not every server implements it)."""
-        url = self.base_url + "/models"
+        url = endpoint_url(self.base_url, "/models")
         async with self.limiter.slot():
             response = await self._send("GET", url, model=None)
         self._raise_for_status(response, url, None)
@@ -298,7 +304,7 @@ class ChatClient:
             return [str(item["id"]) for item in items]
         except (ValueError, KeyError, TypeError):
             raise LLMResponseError(
-                f"GET {display_url(url)} returned an unreadable model list: {self._body_excerpt(response)}",
+                f"GET {redact_url(url)} returned an unreadable model list: {self._body_excerpt(response)}",
                 status=response.status_code,
                 secrets=self._secrets(),
             ) from None

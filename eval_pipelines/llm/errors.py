@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from eval_pipelines.lib.retry import display_url
+from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.schemas.taskgen import ModelTestErrorType
 
 MAX_SERVER_MESSAGE_CHARS = 300
@@ -164,7 +164,7 @@ def error_for_status(
     # Scrub before truncating: truncation could cut a key in half and leave a prefix the scrubber misses.
     detail = truncate(scrub_secrets(server_message(body), secrets)) or "<empty body>"
     subject = f"chat completion for model {model!r}" if model else "request"
-    where = display_url(url)
+    where = redact_url(url)
     kwargs: dict[str, Any] = {"status": status, "secrets": secrets, "retry_after": retry_after}
 
     if status in (401, 403):
@@ -199,7 +199,7 @@ def error_for_transport(
 ) -> LLMError:
     """Map the transport error that exhausted the retries."""
     subject = f"chat completion for model {model!r}" if model else "request"
-    where = display_url(url)
+    where = redact_url(url)
     reason = truncate(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
     if isinstance(exc, httpx.TimeoutException):
         limit = f" within {timeout_seconds:g}s" if timeout_seconds is not None else ""

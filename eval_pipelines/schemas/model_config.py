@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_serializer, model_validator
 
+from eval_pipelines.lib.redact import redact_optional_url
 from eval_pipelines.schemas._base import StrictModel, WireModel
 
 DEFAULT_TEMPERATURE = 0.7
@@ -52,7 +53,9 @@ class ModelConfig(StrictModel):
     model: str = Field(min_length=1, description="LLM model identifier")
     provider: Provider = Provider.CUSTOM
     api_key: SecretStr = Field(description="credential for the provider")
-    base_url: str | None = Field(default=None, description="custom API base URL (proxy or self-hosted)")
+    #: may carry credentials (`user:pass@`, `?key=`): every dump and repr shows it redacted; outbound requests
+    #: read the attribute.
+    base_url: str | None = Field(default=None, description="custom API base URL (proxy or self-hosted)", repr=False)
     temperature: float = Field(default=DEFAULT_TEMPERATURE, ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE)
     max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
     system_prompt: str | None = None
@@ -68,6 +71,11 @@ class ModelConfig(StrictModel):
     def _mask_key(self, value: SecretStr) -> str:
         # Serialising a ModelConfig never writes the key; outbound requests use `reveal_api_key()`.
         return MASK
+
+    @field_serializer("base_url", when_used="always")
+    def _redact_base_url(self, value: str | None) -> str | None:
+        # Stores, logs and echoes get the URL without credentials; the wire payload puts the real one back.
+        return redact_optional_url(value)
 
     def reveal_api_key(self) -> str:
         return self.api_key.get_secret_value()

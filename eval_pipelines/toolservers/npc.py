@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 
-from eval_pipelines.lib.retry import RetryPolicy, display_url
+from eval_pipelines.lib.redact import redact_url
+from eval_pipelines.lib.retry import RetryPolicy
 from eval_pipelines.llm.client import ChatClient, normalise_base_url
 from eval_pipelines.llm.errors import LLMError
 from eval_pipelines.llm.sim_npc import SIM_NPC, NpcPersona, persona_system_prompt, sim_npc_persona
@@ -197,7 +198,7 @@ class NpcModelSettings(StrictModel):
     def public(self) -> dict[str, Any]:
         """What may be echoed or logged: no key."""
         return {
-            "base_url": display_url(self.base_url),
+            "base_url": redact_url(self.base_url),
             "model": self.model,
             "temperature": self.temperature,
             "timeout_seconds": self.timeout_seconds,
@@ -246,7 +247,7 @@ class ChatModelNpcResponder:
         return self.settings.model
 
     def __repr__(self) -> str:
-        return f"ChatModelNpcResponder(model={self.settings.model!r}, base_url={display_url(self.settings.base_url)!r})"
+        return f"ChatModelNpcResponder(model={self.settings.model!r}, base_url={redact_url(self.settings.base_url)!r})"
 
     async def reply(self, messages: list[ChatMessage]) -> str:
         settings = self.settings

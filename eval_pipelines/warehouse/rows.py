@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import zip_longest
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
 
+from eval_pipelines.lib.redact import redact_optional_url
 from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, META_TEXT_TOOL_CALL, META_USAGE, RunArtifacts
 from eval_pipelines.schemas.model_config import strip_secrets
 from eval_pipelines.schemas.runs import ErrorClass, Rollout, RolloutStatus, error_class_of
@@ -94,18 +94,6 @@ def parse_timestamp(value: str | datetime | None) -> datetime | None:
     return parsed.astimezone(UTC)
 
 
-def redact_url(url: str | None) -> str | None:
-    """Drop `user:password@` from a URL: proxies are sometimes configured with credentials inline."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
 def _build(spec_schema: pa.Schema, columns: Mapping[str, list[Any]], table_name: str) -> pa.Table:
     if list(columns) != spec_schema.names:
         raise RuntimeError(f"{table_name}: built columns {list(columns)} != schema {spec_schema.names}")
@@ -154,7 +142,7 @@ def rollout_tables(
     m = _columns(MESSAGES.schema)
     tc = _columns(TOOL_CALLS.schema)
     sd = _columns(STATE_DIFFS.schema)
-    base_url_ctx = redact_url(ctx.base_url)
+    base_url_ctx = redact_optional_url(ctx.base_url)
 
     for rollout, artifacts, artifacts_path in rollouts:
         echo = rollout.model_config_
@@ -171,7 +159,7 @@ def rollout_tables(
         r["model_name"].append(ctx.model_name)
         r["model_identifier"].append(echo.model if echo else (artifacts.model if artifacts else None))
         r["provider"].append(echo.provider if echo else (artifacts.provider if artifacts else None))
-        r["base_url"].append(redact_url(echo.base_url) if echo and echo.base_url else base_url_ctx)
+        r["base_url"].append(redact_optional_url(echo.base_url) if echo and echo.base_url else base_url_ctx)
         r["is_simulated"].append(ctx.is_simulated)
         r["temperature"].append(echo.temperature if echo else None)
         r["max_steps"].append(rollout.max_steps)

@@ -8,12 +8,12 @@ from email.utils import format_datetime
 
 import pytest
 
+from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.lib.retry import (
     DEFAULT_RETRY_STATUSES,
     LLM_RETRY_STATUSES,
     RetryPolicy,
     backoff_delay,
-    display_url,
     parse_retry_after,
 )
 
@@ -72,5 +72,5 @@ def test_policy_defaults_and_validation() -> None:
             RetryPolicy(**bad)
 
 
-def test_display_url_drops_credentials_and_query() -> None:
-    assert display_url("https://user:pw@api.example.com/v1/chat?key=secret#x") == "https://api.example.com/v1/chat"
+def test_redact_url_drops_credentials_and_query() -> None:
+    assert redact_url("https://user:pw@api.example.com/v1/chat?key=secret#x") == "https://api.example.com/v1/chat"
