@@ -4,6 +4,7 @@ over real HTTP on loopback, started once per process and shared by every run."""
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 
 from eval_pipelines.lib.serving import BackgroundServer
@@ -25,25 +26,68 @@ def simulated_personas() -> dict[str, SimPersona]:
     return {SIM_NPC: sim_npc_persona, SIM_JUDGE: sim_judge_persona, SIM_TASKGEN: taskgen_persona, **PLATFORM_PERSONAS}
 
 
+#: Probe period and consecutive misses before the tool-server host is replaced.
+HEALTH_INTERVAL_SECONDS = 0.5
+HEALTH_MISSES = 2
+logger = logging.getLogger(__name__)
+
 _tool_host: ToolServerProcess | None = None
 _tool_host_lock = threading.Lock()
 
 
 def shared_tool_host() -> ToolServerProcess:
     """The built-in tool servers, in one child process per process, shared by every runtime (they hold no
-    catalog state: each rollout brings its own workspace and seed); stopped at interpreter exit. If that
-    process died, the next caller gets a new one (a long-lived service keeps working; the rollouts that were
-    using it end as infrastructure or workspace errors)."""
+    catalog state: each rollout brings its own workspace and seed); stopped at interpreter exit. A monitor
+    replaces the child, on the same socket and so the same URLs, when it dies or stops answering; the rollouts
+    that were using it end as tool_server errors (and are retried), the others go on."""
     global _tool_host
     with _tool_host_lock:
         if _tool_host is not None and not _tool_host.is_alive():
-            _tool_host.stop()
-            _tool_host = None
+            _tool_host.restart()
         if _tool_host is None:
             host = ToolServerProcess(list(BUILTIN_SERVERS)).start()
+            monitor = ToolHostMonitor(host)
+            monitor.start()
             atexit.register(host.stop)
+            atexit.register(monitor.stop)
             _tool_host = host
         return _tool_host
+
+
+class ToolHostMonitor(threading.Thread):
+    """Probes the host's /health every `interval` seconds; after `misses` probes in a row fail (dead, frozen, or
+    too slow to answer), replaces it. A frozen host would otherwise hold every rollout that calls it until that
+    call's own timeout, and every later rollout after it."""
+
+    def __init__(
+        self, host: ToolServerProcess, interval: float = HEALTH_INTERVAL_SECONDS, misses: int = HEALTH_MISSES
+    ) -> None:
+        super().__init__(name="tool-host-monitor", daemon=True)
+        self.host = host
+        self.interval = interval
+        self.misses = misses
+        self.replacements = 0
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        missed = 0
+        while not self._stopped.wait(self.interval):
+            missed = 0 if self.host.healthy() else missed + 1
+            if missed < self.misses or self._stopped.is_set():
+                continue
+            with _tool_host_lock:
+                logger.warning(
+                    "the tool-server host (pid %s) missed %d health checks; replacing it", self.host.pid, missed
+                )
+                try:
+                    self.host.restart()
+                    self.replacements += 1
+                except (RuntimeError, TimeoutError, OSError):
+                    logger.exception("the tool-server host could not be replaced; trying again")
+            missed = 0
+
+    def stop(self) -> None:
+        self._stopped.set()
 
 
 class LocalRuntime:

@@ -99,6 +99,9 @@ class ToolServerHost:
         self.stop()
 
 
+#: How long a health probe of the host may take before it counts as a miss.
+HEALTH_TIMEOUT_SECONDS = 1.5
+_KILL_WAIT_SECONDS = 10.0
 #: How often a child host checks that the process that started it is still alive.
 PARENT_WATCH_SECONDS = 1.0
 
@@ -155,6 +158,31 @@ class ToolServerProcess:
         listener.listen(1024)
         self._socket = listener
         self.port = int(listener.getsockname()[1])
+        self._spawn()
+        return self
+
+    def restart(self) -> None:
+        """Replace the child with a new one on the same socket, so every URL stays valid. The old child is killed
+        (SIGKILL also ends a stopped process): its connections reset, so callers waiting on it fail at once
+        instead of at their timeout. Its workspaces are lost; the rollouts that held them end in errors."""
+        old, self._process = self._process, None
+        if old is not None and old.poll() is None:
+            old.kill()
+            old.wait(_KILL_WAIT_SECONDS)
+        self._spawn()
+
+    def healthy(self, timeout: float = HEALTH_TIMEOUT_SECONDS) -> bool:
+        """The child is alive and answers /health in time."""
+        if not self.is_alive():
+            return False
+        try:
+            return httpx.get(f"{self.url}/health", timeout=timeout).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _spawn(self) -> None:
+        assert self._socket is not None
+        listener = self._socket
         command = [sys.executable, "-m", "eval_pipelines.toolservers", "--fd", str(listener.fileno()),
                    "--servers", ",".join(self.names), "--max-workspaces", str(self.max_workspaces),
                    "--parent-pid", str(os.getpid())]  # fmt: skip
@@ -169,7 +197,7 @@ class ToolServerProcess:
                 raise RuntimeError(f"the tool server process exited during startup (status {code})")
             try:
                 if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
-                    return self
+                    return
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:

@@ -1,0 +1,88 @@
+"""A tool-server host that stops answering (SIGSTOP: the port still accepts, nothing answers) is found by its
+health checks and replaced on the same socket: the rollouts it held end as tool_server errors, the later ones
+succeed, and the run takes well under twice its normal time, instead of a timeout per remaining rollout."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eval_pipelines.lib.serving import BackgroundServer
+from eval_pipelines.pipeline.steps import run_and_collect
+from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.schemas.runs import ErrorClass, RunLaunchRequest
+from eval_pipelines.service.embedded import EmbeddedEvaluationService
+from eval_pipelines.service.runtime import shared_runtime
+from eval_pipelines.warehouse.rows import RolloutContext
+from eval_pipelines.warehouse.store import Warehouse
+from tests.support.scripted_llm import Script, create_scripted_app, text_reply
+
+TASKS = [f"email_ops_{n:03d}" for n in range(1, 13)]
+#: Per model reply: long enough that rollouts are in flight when the host freezes.
+REPLY_SECONDS = 1.0
+
+
+@pytest.fixture
+def slow_model() -> Iterator[str]:
+    server = BackgroundServer(create_scripted_app(Script([{"sleep": REPLY_SECONDS, "then": text_reply("done")}])))
+    server.start()
+    yield f"{server.url}/v1"
+    server.stop()
+
+
+def _run(catalog: ScenarioCatalog, data_dir: Path, model_url: str, freeze_after: float | None) -> tuple[float, list]:
+    scenario = catalog.get("email_ops:1.0.0")
+    request = RunLaunchRequest.model_validate(
+        {
+            "scenario_id": scenario.scenario_id,
+            "task_ids": TASKS,
+            "model_config": {"model": "slow", "base_url": model_url, "api_key": "k"},
+            "max_parallel": 3,
+            "run_name": f"freeze-{uuid.uuid4().hex[:8]}",
+            "error_retries": 0,
+        }
+    )
+    backend = EmbeddedEvaluationService(data_dir, catalog)
+    ctx = RolloutContext("freeze", request.run_name or "", "m", scenario.key, "m", is_simulated=False)
+    if freeze_after is not None:
+        pid = shared_runtime(catalog).tool_host_pid
+        assert pid is not None
+        threading.Timer(freeze_after, os.kill, (pid, signal.SIGSTOP)).start()
+    started = time.monotonic()
+    summary = run_and_collect(
+        backend, request, ctx, scenario, Warehouse(data_dir / "warehouse"), data_dir / "traces", timeout_seconds=60
+    )
+    return time.monotonic() - started, backend.list_rollouts(summary.run_id)
+
+
+@pytest.mark.slow
+def test_a_frozen_tool_host_is_replaced_and_costs_only_its_rollouts(
+    catalog: ScenarioCatalog, tmp_path: Path, slow_model: str
+) -> None:
+    normal, healthy = _run(catalog, tmp_path / "normal", slow_model, freeze_after=None)
+    assert all(r.result is not None and r.result.error_class is None for r in healthy)
+    frozen_pid = shared_runtime(catalog).tool_host_pid
+
+    elapsed, rollouts = _run(catalog, tmp_path / "frozen", slow_model, freeze_after=REPLY_SECONDS * 1.5)
+    try:
+        errors = [r for r in rollouts if r.result is not None and r.result.error_class is not None]
+        assert errors, "the freeze hit no rollout"
+        assert {r.result.error_class for r in errors if r.result} == {ErrorClass.TOOL_SERVER}
+        later = [
+            r for r in rollouts if r.started_at and errors and r.started_at > max(e.completed_at or "" for e in errors)
+        ]
+        assert later and all(r.result is not None and r.result.error_class is None for r in later), "nothing ran after"
+        assert shared_runtime(catalog).tool_host_pid != frozen_pid, "the frozen host was not replaced"
+        assert elapsed < 2 * normal, f"{elapsed:.1f}s with a frozen host, {normal:.1f}s without"
+    finally:
+        if frozen_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(frozen_pid, signal.SIGKILL)
