@@ -14,13 +14,15 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from eval_pipelines.lib.confine import make_undumpable
 from eval_pipelines.lib.sweep_control import SweepLock, SweepLocked, SweepStop
 from eval_pipelines.paths import data_dir, scenarios_dir, sweeps_dir
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, partition_key
+from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles, partition_key
+from eval_pipelines.schemas.sweep import SweepConfig
 from eval_pipelines.sweeps import (
     ConfigError,
     default_sweep_id,
@@ -72,6 +74,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             )
     for model in sweep.models:
         model_config_for(model, source=str(config_path))  # a missing key variable fails here, before any run
+    preflight(sweep, scenarios, config_path)
     backend: EvaluationBackend
     if args.backend == "http":
         if not args.base_url:
@@ -152,6 +155,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except SweepLocked as locked:
         raise UserError(str(locked)) from None
     failures = outcome[0] if outcome else ["sweep"]
+    if run.user_errors:
+        for line in dict.fromkeys(run.user_errors):
+            print(f"eval-pipelines: error: {line}", file=sys.stderr)
+        return EXIT_USER_ERROR
     if stop.requested:
         assert stop.signum is not None
         console.print(
@@ -202,6 +209,36 @@ def sweep_exit_code(duckdb_path: Path, sweep_id: str, threshold: float, failures
     if broken:
         return EXIT_ERRORS
     return EXIT_STEP_FAILED if failures else 0
+
+
+def preflight(sweep: SweepConfig, scenarios: Sequence[ScenarioFiles], config_path: Path) -> None:
+    """Refuse, before anything runs, what every rollout would fail on: a run larger than the service takes, or a
+    verifier package that cannot even be imported (checked in the contained worker verifiers run in)."""
+    from eval_pipelines.service.executor import DEFAULT_MAX_ROLLOUTS_PER_RUN
+    from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, WorkerStartError
+
+    for scenario in scenarios:
+        tasks = len([t for t in scenario.tasks() if not sweep.task_ids or t in sweep.task_ids])
+        if tasks * sweep.rollout_count > DEFAULT_MAX_ROLLOUTS_PER_RUN:
+            raise UserError(
+                f"{config_path}: rollout_count: {sweep.rollout_count} x {tasks} tasks of {scenario.scenario_id} "
+                f"is more than the {DEFAULT_MAX_ROLLOUTS_PER_RUN} rollouts one run may hold"
+            )
+
+    def load(scenario: ScenarioFiles) -> str | None:
+        if not (scenario.verifiers_dir / "__init__.py").is_file():
+            return None
+        try:
+            with IsolatedVerifierRunner(scenario.verifiers_dir) as runner:
+                runner.start()
+        except WorkerStartError as exc:
+            return f"{scenario.verifiers_dir}: the verifier package cannot be loaded: {exc}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=len(scenarios) or 1) as pool:
+        problems = [p for p in pool.map(load, scenarios) if p]
+    if problems:
+        raise UserError(problems[0])
 
 
 def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_id: str) -> None:

@@ -12,7 +12,13 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipelines.definitions import assets_by_name
-from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, build_error_check, build_scores_check
+from eval_pipelines.defs.evals.assets import (
+    SWEEP_ID_TAG,
+    SWEEP_TAG,
+    USER_ERROR_METADATA,
+    build_error_check,
+    build_scores_check,
+)
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
 from eval_pipelines.lib.sweep_control import SweepStop
@@ -62,6 +68,17 @@ def fail_abandoned_cli_runs(instance: dg.DagsterInstance) -> int:
     return failed
 
 
+def _user_errors(result: dg.ExecuteInProcessResult) -> list[str]:
+    """The causes of the run's step failures that were marked user errors (see `user_errors_are_final`)."""
+    causes = []
+    for event in result.all_events:
+        data = event.step_failure_data if event.is_step_failure else None
+        failure = data.user_failure_data if data is not None else None
+        if failure is not None and USER_ERROR_METADATA in (failure.metadata or {}):
+            causes.append(failure.description or "a user error")
+    return causes
+
+
 def _job_with_checks(steps: Sequence[dg.AssetsDefinition], resources: Mapping[str, object]) -> dg.JobDefinition:
     """The partition's steps and the checks on them, as one job: `dg.materialize` takes no asset checks."""
     defs = dg.Definitions(
@@ -91,6 +108,8 @@ class SweepRun:
     skip_assessment: bool = False
     abandoned_runs: int = 0
     failures: list[str] = field(default_factory=list)
+    #: failures that retrying cannot fix (a bad request, a broken configuration), one line each.
+    user_errors: list[str] = field(default_factory=list)
 
     @property
     def pairs(self) -> list[tuple[SweepModel, ScenarioFiles]]:
@@ -133,6 +152,9 @@ class SweepRun:
                     instance.add_run_tags(result.run_id, {INTERRUPTED_TAG: stop.signal_name})
                 if not result.success:
                     self.failures.append(f"{model.name}|{scenario.key}")
+                    self.user_errors.extend(
+                        f"{model.name} x {scenario.scenario_id}: {cause}" for cause in _user_errors(result)
+                    )
             catalog = dg.materialize(
                 [assets["eval_catalog"]],
                 instance=instance,

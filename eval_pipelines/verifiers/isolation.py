@@ -348,6 +348,10 @@ class IsolatedVerifierRunner:
             raise WorkerStartError(f"verifier worker could not load {self.spec.verifiers_dir}: {message[1]}")
         return worker
 
+    def start(self) -> None:
+        """Start the worker now (it loads the package); WorkerStartError when the package cannot be loaded."""
+        self._ensure_worker()
+
     def _ensure_worker(self) -> _Worker:
         if self._worker is None:
             self._worker = self._start()

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -248,3 +249,61 @@ def test_installed_cli_reports_a_user_error_without_traceback(cli_env: Path) -> 
     )
     assert_user_error(done.returncode, done.stderr, str(config), "rollout_count:")
     assert done.stdout == ""
+
+
+def test_an_absurd_rollout_count_is_refused_before_anything_runs(
+    cli_env: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    started = time.monotonic()
+    code, err = _sweep(_write_config(cli_env, VALID.replace("rollout_count: 1", "rollout_count: 100000")), capfd)
+    assert_user_error(code, err, "rollout_count", "100000")
+    assert time.monotonic() - started < 30  # no retries of a request that can never succeed
+
+
+def test_a_verifier_package_that_cannot_load_is_refused_before_anything_runs(
+    cli_env: Path, scenarios_copy: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVAL_PIPELINES_SCENARIOS_DIR", str(scenarios_copy))
+    init = scenarios_copy / "email_ops" / "verifiers" / "__init__.py"
+    init.write_text(init.read_text() + "\nraise RuntimeError('broken verifier package')\n", encoding="utf-8")
+    code, err = _sweep(_write_config(cli_env, VALID), capfd)
+    assert_user_error(code, err, str(scenarios_copy / "email_ops" / "verifiers"), "broken verifier package")
+
+
+def test_a_user_error_inside_a_step_is_not_retried(tmp_path: Path) -> None:
+    """A request the service refuses (here: too many rollouts, past the CLI's own check) fails its step once,
+    marked as a user error, with no step retry."""
+    import dagster as dg
+
+    from eval_pipelines.definitions import assets_by_name
+    from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, USER_ERROR_METADATA
+    from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
+    from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+
+    sweeps = tmp_path / "sweeps"
+    sweeps.mkdir()
+    (sweeps / "huge.yaml").write_text(
+        VALID.replace("rollout_count: 1", "rollout_count: 20000").replace("badinput", "huge")
+    )
+    data = tmp_path / "data"
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(MODELS.name or "", ["sim-oracle"])
+    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops_1.0.0"])
+    result = dg.materialize(
+        [assets_by_name()["eval_run"]],
+        partition_key=partition_of("sim-oracle", "email_ops_1.0.0"),
+        instance=instance,
+        resources={
+            "paths": EvalPaths(data_dir=str(data), sweeps_dir=str(sweeps)),
+            "eval_service": EvalService(data_dir=str(data)),
+        },
+        tags={SWEEP_TAG: "huge", SWEEP_ID_TAG: "huge-1"},
+        raise_on_error=False,
+    )
+    assert not result.success
+    failures = [e for e in result.all_events if e.is_step_failure]
+    retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    assert len(failures) == 1 and not retries
+    data_failure = failures[0].step_failure_data.user_failure_data  # type: ignore[union-attr]
+    assert data_failure is not None and USER_ERROR_METADATA in data_failure.metadata
+    assert "rollout_count" in (data_failure.description or "") or "10000" in (data_failure.description or "")

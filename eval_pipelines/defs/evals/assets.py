@@ -3,12 +3,14 @@ step and reports what it wrote."""
 
 import hashlib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
+from eval_pipelines.clients.errors import BadRequest, ServiceError
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
 from eval_pipelines.pipeline.health import partition_error_share
@@ -26,6 +28,7 @@ from eval_pipelines.reports import pass_rate_summary
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.schemas.runs import RunLaunchRequest
 from eval_pipelines.schemas.sweep import DEFAULT_ERROR_THRESHOLD, SweepConfig
+from eval_pipelines.service.executor import InvalidRequest, NotFound
 from eval_pipelines.service.runtime import shared_runtime
 from eval_pipelines.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.verifiers.loader import package_version
@@ -44,6 +47,25 @@ SWEEP_ID_TAG = "eval_pipelines/sweep_id"
 GROUP = "evals"
 
 
+#: Metadata key of a step failure that retrying cannot fix: the CLI reports it as a user error (exit 2).
+USER_ERROR_METADATA = "user_error"
+#: Exceptions that mean the request or the configuration is wrong, not that something is down.
+USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, ScenarioError, InvalidRequest, NotFound, BadRequest)
+
+
+@contextmanager
+def user_errors_are_final() -> Iterator[None]:
+    """A user error inside a step fails it at once, with no retry (retrying cannot fix a bad request)."""
+    try:
+        yield
+    except USER_ERRORS as exc:
+        raise dg.Failure(description=str(exc), metadata={USER_ERROR_METADATA: True}, allow_retries=False) from None
+    except ServiceError as exc:
+        if exc.status is not None and 400 <= exc.status < 500 and exc.status not in (408, 429):
+            raise dg.Failure(description=str(exc), metadata={USER_ERROR_METADATA: True}, allow_retries=False) from None
+        raise
+
+
 @dataclass(frozen=True)
 class PartitionWork:
     request: RunLaunchRequest
@@ -53,6 +75,11 @@ class PartitionWork:
 
 
 def _partition_work(context: dg.AssetExecutionContext, paths: EvalPaths) -> PartitionWork | None:
+    with user_errors_are_final():
+        return _find_partition_work(context, paths)
+
+
+def _find_partition_work(context: dg.AssetExecutionContext, paths: EvalPaths) -> PartitionWork | None:
     """The run this partition stands for; None when no sweep config pairs its model and scenario.
 
     Both partition dimensions are dynamic, so every model x scenario combination exists as a partition. A pair
@@ -119,7 +146,8 @@ def eval_run(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
         return dg.MaterializeResult(metadata=NOT_IN_SWEEP)
     request, ctx = work.request, work.ctx
     backend = eval_service.get_backend()
-    run_id = backend.launch_or_resume(request)
+    with user_errors_are_final():
+        run_id = backend.launch_or_resume(request)
     run = backend.find_run(ctx.run_name)
     context.log.info(f"run {run_id} ({ctx.run_name}) on the {backend.name} backend")
     return dg.MaterializeResult(
@@ -159,16 +187,17 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
         if done % 10 == 0:
             context.log.info(f"{done} rollouts finished")
 
-    summary = run_and_collect(
-        backend,
-        work.request,
-        work.ctx,
-        work.scenario,
-        Warehouse(paths.warehouse),
-        paths.traces,
-        timeout_seconds=work.sweep.rollout_timeout_seconds,
-        progress=progress,
-    )
+    with user_errors_are_final():
+        summary = run_and_collect(
+            backend,
+            work.request,
+            work.ctx,
+            work.scenario,
+            Warehouse(paths.warehouse),
+            paths.traces,
+            timeout_seconds=work.sweep.rollout_timeout_seconds,
+            progress=progress,
+        )
     errors = sum(summary.by_error_class.values())
     if errors:
         context.log.warning(
