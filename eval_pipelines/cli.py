@@ -57,7 +57,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from eval_pipelines.clients.backend import EvaluationBackend
     from eval_pipelines.defs.runner import SERVICE_KEY_ENV, SweepRun
-    from eval_pipelines.reports.data import pass_rate_rows
+    from eval_pipelines.reports.data import ReportError, pass_rate_rows
 
     console = Console(stderr=True)
     config_path = Path(args.config).resolve()
@@ -108,11 +108,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     stop = SweepStop()
     names = [run_name(run.sweep_id, s.scenario_id, m.name) for m, s in run.pairs]
     outcome: list[list[str]] = []
+    crashed: list[BaseException] = []
+
+    def execute() -> None:
+        try:
+            outcome.append(run.execute(lambda model, scenario: None, stop))
+        except Exception as exc:  # reported below, once, without a traceback on the user's terminal
+            crashed.append(exc)
+
     # The sweep runs on a worker thread, so that SIGINT and SIGTERM reach this thread's handlers (Dagster only
     # takes over signals on the main thread) and the progress bar is drawn from here while it runs.
-    worker = threading.Thread(
-        target=lambda: outcome.append(run.execute(lambda model, scenario: None, stop)), name="sweep", daemon=True
-    )
+    worker = threading.Thread(target=execute, name="sweep", daemon=True)
     try:
         with (
             SweepLock(data_dir(), run.sweep_id),
@@ -154,6 +160,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             progress.update(bar, description="stopped" if stop.requested else "done")
     except SweepLocked as locked:
         raise UserError(str(locked)) from None
+    if crashed:
+        print(f"eval-pipelines: the sweep stopped: {type(crashed[0]).__name__}: {crashed[0]}", file=sys.stderr)
+        return EXIT_STEP_FAILED
     failures = outcome[0] if outcome else ["sweep"]
     if run.user_errors:
         for line in dict.fromkeys(run.user_errors):
@@ -167,7 +176,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 128 + stop.signum
     if run.abandoned_runs:
         console.print(f"marked {run.abandoned_runs} run(s) of a killed sweep as failed and freed their pool slots")
-    _, rows = pass_rate_rows(run.paths().duckdb, run.sweep_id)
+    try:
+        _, rows = pass_rate_rows(run.paths().duckdb, run.sweep_id)
+    except ReportError as exc:  # no catalog: every pair failed before writing one
+        console.print(f"no pass rates: {exc}")
+        rows = []
     print_pass_rates(rows, sweep_id=run.sweep_id)
     return sweep_exit_code(run.paths().duckdb, run.sweep_id, sweep.error_threshold, failures)
 

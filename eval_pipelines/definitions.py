@@ -15,7 +15,7 @@ from eval_pipelines.defs.evals.assets import (
     rubric_verification,
     verifiers_code_version,
 )
-from eval_pipelines.defs.evals.automation import build_schedules, sweep_job, sync_sweep_partitions
+from eval_pipelines.defs.evals.automation import abandoned_cli_runs, build_schedules, sweep_job, sync_sweep_partitions
 from eval_pipelines.defs.evals.executors import celery_sweep_job, sweep_job_for_deployment
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
 from eval_pipelines.defs.taskgen.assets import generated_tasks
@@ -40,7 +40,7 @@ def build_definitions() -> dg.Definitions:
         asset_checks=[build_scores_check(), build_error_check()],
         jobs=[sweep_job, celery_sweep_job],
         schedules=build_schedules(sweep_job_for_deployment()),
-        sensors=[sync_sweep_partitions],
+        sensors=[sync_sweep_partitions, abandoned_cli_runs],
         resources={"paths": EvalPaths(), "eval_service": EvalService()},
     )
 

@@ -164,3 +164,29 @@ def test_a_signal_stops_the_whole_sweep_cleanly_and_the_same_command_resumes(
     returncode, err = _finish(_sweep(config, env, "stopped"))
     assert returncode == 0, err[-3000:]
     assert _warehouse_counts(data, "stopped") == {"completed": EXPECTED}
+
+
+def test_a_killed_sweep_leaves_no_started_run_once_monitoring_passes(project: tuple[Path, dict[str, str]]) -> None:
+    """kill -9: no handler runs. The daemon's `abandoned_cli_runs` sensor (evaluated here as the daemon would)
+    fails the run the dead process left STARTED, and the same command then resumes to exact counts (the lock
+    died with the process)."""
+    config, env = project
+    data = Path(env["EVAL_PIPELINES_DATA_DIR"])
+    process = _sweep(config, env, "killed")
+    _wait_for_rollouts(data, 1)
+    process.kill()
+    process.wait(30)
+    assert any(status == "STARTED" for status, _ in _dagster_runs(env)), "the kill left nothing to clean up"
+    sensor = (
+        "import dagster as dg\n"
+        "from eval_pipelines.defs.evals.automation import abandoned_cli_runs\n"
+        "with dg.DagsterInstance.get() as i:\n"
+        "    print(abandoned_cli_runs(dg.build_sensor_context(instance=i)))\n"
+    )
+    tick = subprocess.run([sys.executable, "-c", sensor], env=env, capture_output=True, text=True, check=True)
+    assert "failed 1 abandoned CLI run" in tick.stdout, tick.stdout + tick.stderr
+    assert all(status != "STARTED" for status, _ in _dagster_runs(env))
+
+    returncode, err = _finish(_sweep(config, env, "killed"))
+    assert returncode == 0, err[-3000:]
+    assert _warehouse_counts(data, "killed") == {"completed": EXPECTED}

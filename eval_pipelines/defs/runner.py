@@ -3,8 +3,10 @@ after a killed sweep. The CLI stays Dagster-free and calls these."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from eval_pipelines.defs.evals.assets import (
     build_error_check,
     build_scores_check,
 )
+from eval_pipelines.defs.evals.cli_runs import CLI_HOST_TAG, CLI_PID_TAG, Heartbeat, fail_abandoned_cli_runs
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
 from eval_pipelines.lib.sweep_control import SweepStop
@@ -26,11 +29,11 @@ from eval_pipelines.paths import project_root
 from eval_pipelines.scenarios.catalog import ScenarioFiles
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 
-CLI_PID_TAG = "eval_pipelines/cli_pid"
 #: Set on a sweep's run that SIGINT or SIGTERM stopped, to the signal's name.
 INTERRUPTED_TAG = "eval_pipelines/interrupted"
 PARTITION_JOB = "__cli_sweep_partition"
-CLI_HOST_TAG = "eval_pipelines/cli_host"
+#: Beside dagster.yaml: held while an instance is opened (see `open_instance`).
+INSTANCE_LOCK_FILE = ".eval_pipelines_instance.lock"
 SERVICE_KEY_ENV = "EVAL_SERVICE_API_KEY"
 PARTITION_STEPS = ("eval_run", "rollouts", "verification", "rubric_verification")
 ASSESSMENT_STEPS = ("assessment_dataset", "judgements")
@@ -39,33 +42,25 @@ QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def open_instance() -> dg.DagsterInstance:
-    """`$DAGSTER_HOME`'s instance, else the repository's dagster.yaml (storage under data/dagster)."""
-    if os.environ.get("DAGSTER_HOME"):
-        return dg.DagsterInstance.get()
-    # Relative paths in the repository's dagster.yaml are relative to the repository root.
-    os.chdir(project_root())
-    return dg.DagsterInstance.from_config(str(project_root()))
+    """`$DAGSTER_HOME`'s instance, else the repository's dagster.yaml (storage under data/dagster).
 
-
-def fail_abandoned_cli_runs(instance: dg.DagsterInstance) -> int:
-    """Runs this host's CLI started that are still STARTED although their process is gone (kill -9): fail them
-    and free their pool slots, which run monitoring does not do for in-process runs. Returns how many."""
-    statuses = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]
-    failed = 0
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=statuses, tags={CLI_HOST_TAG: socket.gethostname()})):
-        pid = int(run.tags.get(CLI_PID_TAG, "0") or 0)
-        if pid > 0:
-            try:
-                os.kill(pid, 0)
-                continue  # that sweep is still running
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue  # alive, owned by someone else
-        instance.report_run_failed(run, message=f"the sweep process (pid {pid}) is gone")
-        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        failed += 1
-    return failed
+    Opening is serialised across processes: the first open of a fresh instance creates its storage schema, and
+    two sweeps starting at once on one home would otherwise race to create it."""
+    home = Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else project_root()
+    if not os.environ.get("DAGSTER_HOME"):
+        # Relative paths in the repository's dagster.yaml are relative to the repository root.
+        os.chdir(project_root())
+    with open(home / INSTANCE_LOCK_FILE, "a+") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            if os.environ.get("DAGSTER_HOME"):
+                instance = dg.DagsterInstance.get()
+            else:
+                instance = dg.DagsterInstance.from_config(str(project_root()))
+            instance.get_runs(limit=1)  # touches every storage, so each finishes its schema under the lock
+            return instance
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def _user_errors(result: dg.ExecuteInProcessResult) -> list[str]:
@@ -141,13 +136,16 @@ class SweepRun:
                 if stop is not None and stop.requested:
                     break
                 on_pair(model, scenario)
-                result = partition_job.execute_in_process(
-                    partition_key=partition_of(model.name, scenario.key),
-                    instance=instance,
-                    tags={SWEEP_TAG: self.sweep.name, SWEEP_ID_TAG: self.sweep_id, **cli_tags},
-                    run_config=QUIET_CONSOLE,
-                    raise_on_error=False,
-                )
+                run_id = str(uuid.uuid4())  # known before the run starts, so its heartbeat can tag it
+                with Heartbeat(instance, run_id):
+                    result = partition_job.execute_in_process(
+                        partition_key=partition_of(model.name, scenario.key),
+                        instance=instance,
+                        run_id=run_id,
+                        tags={SWEEP_TAG: self.sweep.name, SWEEP_ID_TAG: self.sweep_id, **cli_tags},
+                        run_config=QUIET_CONSOLE,
+                        raise_on_error=False,
+                    )
                 if stop is not None and stop.requested:
                     instance.add_run_tags(result.run_id, {INTERRUPTED_TAG: stop.signal_name})
                 if not result.success:

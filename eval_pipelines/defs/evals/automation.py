@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
+from eval_pipelines.defs.evals.cli_runs import fail_abandoned_cli_runs
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.sweep import SweepConfig
@@ -84,3 +85,15 @@ def sync_sweep_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResul
     return dg.SensorResult(
         dynamic_partitions_requests=[MODELS.build_add_request(new_models), SCENARIOS.build_add_request(new_scenarios)]
     )
+
+
+@dg.sensor(
+    name="abandoned_cli_runs",
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Fails runs a CLI sweep was executing when its process died (kill -9), and frees their pool "
+    "slots: Dagster's run monitoring does not watch runs executed in the CLI's own process.",
+)
+def abandoned_cli_runs(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+    failed = fail_abandoned_cli_runs(context.instance)
+    return dg.SkipReason(f"failed {failed} abandoned CLI run(s)" if failed else "no abandoned CLI run")
