@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pyarrow.parquet as pq
 
 from eval_pipelines.llm.simulated import WRONG_ADDRESS
 from eval_pipelines.pipeline.steps import trace_path, verify_partition
@@ -45,9 +44,9 @@ from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.schemas.tools import DiffScope, ToolCall, ToolCallResult
 from eval_pipelines.toolservers.diff import diff_states
 from eval_pipelines.toolservers.host import BUILTIN_SERVERS, ToolServerHost
-from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, VerifyJob
-from eval_pipelines.verifiers.loader import package_version
-from eval_pipelines.warehouse.rows import RolloutContext, VerificationRecord, rollout_tables, verification_table
+from eval_pipelines.verifiers.isolation import VerifyJob, run_in_process
+from eval_pipelines.verifiers.loader import load_verifier_package
+from eval_pipelines.warehouse.rows import RolloutContext, rollout_tables
 from eval_pipelines.warehouse.store import Warehouse
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -224,36 +223,19 @@ def _peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _verify_isolated(
-    warehouse: Warehouse, scenario: ScenarioFiles, model_key: str, scenario_key: str
-) -> tuple[int, int | None]:
-    """verify_partition's loop with the verifiers in a worker process: the proposed `isolated=True` mode."""
-    folder = warehouse.table_dir("rollouts") / f"model={model_key}" / f"scenario={scenario_key}"
-    columns = ["sweep_id", "run_id", "rollout_id", "scenario_id", "task_id", "model_name", "artifacts_path"]
-    rows = [row for f in sorted(folder.glob("*.parquet")) for row in pq.read_table(f, columns=columns).to_pylist()]
+def _verify_in_process(warehouse: Warehouse, scenario: ScenarioFiles, model_key: str, scenario_key: str) -> int:
+    """The same verdicts with the verifiers imported into this process (no containment): the baseline that shows
+    what the contained path, `verify_partition`, costs. Writes nothing."""
+    columns = ("rollout_id", "task_id", "artifacts_path")
+    rows = warehouse.partition_rows("rollouts", model_key=model_key, scenario_key=scenario_key, columns=columns)
     tasks = scenario.tasks()
-    usable = [r for r in rows if r["artifacts_path"] and r["task_id"] in tasks]
-    jobs = [VerifyJob(Path(r["artifacts_path"]), tuple(tasks[r["task_id"]].verifiers)) for r in usable]
-    runner = IsolatedVerifierRunner(scenario.verifiers_dir, timeout_seconds=30.0)
-    try:
-        outcomes = runner.run(jobs)
-    finally:
-        runner.close()
-    verified_at = dt.datetime.now(dt.UTC)
-    records = [
-        VerificationRecord(
-            r["sweep_id"], r["run_id"], r["rollout_id"], r["scenario_id"], r["task_id"], r["model_name"], o, verified_at
-        )
-        for r, row_outcomes in zip(usable, outcomes, strict=True)
-        for o in row_outcomes
+    jobs = [
+        VerifyJob(Path(r["artifacts_path"]), tuple(tasks[r["task_id"]].verifiers))
+        for r in rows
+        if r["artifacts_path"] and r["task_id"] in tasks
     ]
-    # The file verify_partition writes: the isolated mode replaces it, as a re-run at the same version does.
-    stem = f"verifiers-{package_version(scenario.verifiers_dir)}"
-    warehouse.write(
-        "verifications", verification_table(records), model_key=model_key, scenario_key=scenario_key, file_stem=stem
-    )
-    passed = sum(1 for row_outcomes in outcomes if row_outcomes and all(o.success for o in row_outcomes))
-    return passed, runner.worker_peak_rss_kib
+    outcomes = run_in_process(load_verifier_package(scenario.verifiers_dir), jobs)
+    return sum(1 for row_outcomes in outcomes if row_outcomes and all(o.success for o in row_outcomes))
 
 
 def measure(
@@ -271,19 +253,17 @@ def measure(
     started = time.perf_counter()
     for model_key, scenario_key in partitions:
         scenario = by_key[scenario_key]
-        if mode == "in_process":
+        if mode == "isolated":
             summary = verify_partition(warehouse, scenario, model_key, scenario_key)
             verified += summary.rollouts_verified
             passed += summary.passed
         else:
-            rows = pq.read_table(
-                warehouse.table_dir("rollouts") / f"model={model_key}" / f"scenario={scenario_key}",
-                columns=["rollout_id"],
-            ).num_rows
-            partition_passed, peak_kib = _verify_isolated(warehouse, scenario, model_key, scenario_key)
-            passed += partition_passed
-            verified += rows
-            worker_peak_kib = max(worker_peak_kib, peak_kib or 0)
+            verified += len(
+                warehouse.partition_rows(
+                    "rollouts", model_key=model_key, scenario_key=scenario_key, columns=("rollout_id",)
+                )
+            )
+            passed += _verify_in_process(warehouse, scenario, model_key, scenario_key)
     seconds = time.perf_counter() - started
     own = _peak_rss_mib()
     return {

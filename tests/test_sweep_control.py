@@ -20,10 +20,9 @@ import duckdb
 import pytest
 
 from eval_pipelines.cli import EXIT_USER_ERROR
-from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.service.store import RunStore
 from tests.reliability.support_runs import make_dagster_home
-from tests.support.scripted_llm import Script, create_scripted_app, text_reply
+from tests.support.scripted_llm import slow_text_model
 
 TASKS = ["email_ops_001", "email_ops_002", "email_ops_003", "email_ops_004"]
 ROLLOUT_COUNT = 2
@@ -36,10 +35,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def slow_model() -> Iterator[str]:
-    server = BackgroundServer(create_scripted_app(Script([{"sleep": REPLY_SECONDS, "then": text_reply("done")}])))
-    server.start()
-    yield f"{server.url}/v1"
-    server.stop()
+    with slow_text_model(REPLY_SECONDS) as url:
+        yield url
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.pipeline.steps import run_and_collect
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import ErrorClass, RunLaunchRequest
@@ -23,7 +22,7 @@ from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.service.runtime import shared_runtime
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
-from tests.support.scripted_llm import Script, create_scripted_app, text_reply
+from tests.support.scripted_llm import slow_text_model
 
 TASKS = [f"email_ops_{n:03d}" for n in range(1, 13)]
 #: Per model reply: long enough that rollouts are in flight when the host freezes.
@@ -32,10 +31,8 @@ REPLY_SECONDS = 1.0
 
 @pytest.fixture
 def slow_model() -> Iterator[str]:
-    server = BackgroundServer(create_scripted_app(Script([{"sleep": REPLY_SECONDS, "then": text_reply("done")}])))
-    server.start()
-    yield f"{server.url}/v1"
-    server.stop()
+    with slow_text_model(REPLY_SECONDS) as url:
+        yield url
 
 
 def _run(catalog: ScenarioCatalog, data_dir: Path, model_url: str, freeze_after: float | None) -> tuple[float, list]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,3 +64,16 @@ def create_scripted_app(script: Script) -> FastAPI:
         }
 
     return app
+
+
+@contextmanager
+def slow_text_model(seconds: float, text: str = "done") -> Iterator[str]:
+    """A served model endpoint that answers every request with `text` after `seconds`; yields its base URL."""
+    from eval_pipelines.lib.serving import BackgroundServer
+
+    server = BackgroundServer(create_scripted_app(Script([{"sleep": seconds, "then": text_reply(text)}])))
+    server.start()
+    try:
+        yield f"{server.url}/v1"
+    finally:
+        server.stop()

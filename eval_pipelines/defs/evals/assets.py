@@ -305,9 +305,7 @@ def _error_check() -> dg.AssetChecksDefinition:
         "error_threshold: then the pass rate says nothing about the model.",
     )
     def errors_below_threshold(context: dg.AssetCheckExecutionContext, paths: EvalPaths) -> dg.AssetCheckResult:
-        key = context.partition_key
-        assert isinstance(key, dg.MultiPartitionKey)
-        model_key, scenario_key = key.keys_by_dimension["model"], key.keys_by_dimension["scenario"]
+        model_key, scenario_key = keys_of(context)
         tags = context.run.tags
         sweep = _sweep_of(tags, paths.sweeps(), model_key, scenario_key)
         threshold = sweep.error_threshold if sweep is not None else DEFAULT_ERROR_THRESHOLD
@@ -348,9 +346,7 @@ def _scores_check() -> dg.AssetChecksDefinition:
         "or a score lies outside [0, 1].",
     )
     def scores_complete_and_in_range(context: dg.AssetCheckExecutionContext, paths: EvalPaths) -> dg.AssetCheckResult:
-        key = context.partition_key
-        assert isinstance(key, dg.MultiPartitionKey)
-        model_key, scenario_key = key.keys_by_dimension["model"], key.keys_by_dimension["scenario"]
+        model_key, scenario_key = keys_of(context)
         scenario = paths.catalog().get(scenario_key)
         report = check_partition_scores(
             Warehouse(paths.warehouse), scenario, model_key, scenario_key, context.run.tags.get(SWEEP_ID_TAG)

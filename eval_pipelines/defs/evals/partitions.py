@@ -13,7 +13,7 @@ def partition_of(model_key: str, scenario_key: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"model": model_key, "scenario": scenario_key})
 
 
-def keys_of(context: dg.AssetExecutionContext) -> tuple[str, str]:
+def keys_of(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> tuple[str, str]:
     """(model_key, scenario_key) of the partition being materialised."""
     key = context.partition_key
     if not isinstance(key, dg.MultiPartitionKey):
