@@ -9,15 +9,27 @@ rollouts pass.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from eval_pipelines.cli import EXIT_ERRORS
 from eval_pipelines.lib.confine import abi_version
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import ErrorClass, RolloutStatus
 from eval_pipelines.service.embedded import EmbeddedEvaluationService
-from tests.reliability.support_runs import SCENARIO_ID, TARGET_TASK, TASK_IDS, collect, launch_request, model_config
+from tests.reliability.support_runs import (
+    SCENARIO_ID,
+    TARGET_TASK,
+    TASK_IDS,
+    collect,
+    launch_request,
+    make_dagster_home,
+    model_config,
+)
 from tests.reliability.test_fault_scenario_files import TARGET_VERIFIER, _break_verifier
 
 #: Short, so the endless loop is cut off quickly; far above what a healthy verifier needs.
@@ -60,3 +72,40 @@ def test_hostile_verifier_costs_one_verdict(attack: str, scenarios_copy: Path, d
 
     _, rates = run.scores(data_dir / "eval.duckdb")  # re-verification goes through the same containment
     assert (rates["n"], rates["passes"], rates["n_errors"]) == (len(TASK_IDS) - 1, len(TASK_IDS) - 1, 1)
+
+
+@pytest.mark.slow
+def test_through_the_cli_a_dying_verifier_costs_its_verdicts_and_leaves_no_run_started(
+    scenarios_copy: Path, tmp_path: Path
+) -> None:
+    """The same containment as a user meets it: the sweep completes, says which pair broke and why, exits with
+    the error-threshold rule, and no Dagster run is left STARTED."""
+    _break_verifier(scenarios_copy, "import os; os._exit(3)")
+    config = tmp_path / "sweeps" / "exits.yaml"
+    config.parent.mkdir()
+    config.write_text(
+        "name: exits\n"
+        'scenarios: ["email_ops:1.0.0"]\n'
+        f"task_ids: {list(TASK_IDS)}\n"
+        "rollout_count: 1\n"
+        "models:\n"
+        "  - {name: sim-oracle, model: sim-oracle, base_url: 'sim://local'}\n",
+        encoding="utf-8",
+    )
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(make_dagster_home(tmp_path / "dagster_home")),
+        "EVAL_PIPELINES_DATA_DIR": str(tmp_path / "data"),
+        "EVAL_PIPELINES_SCENARIOS_DIR": str(scenarios_copy),
+    }
+    command = [sys.executable, "-m", "eval_pipelines.cli", "sweep", "--config", str(config), "--skip-assessment"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_ERRORS, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert f"sim-oracle \u00d7 {SCENARIO_ID}: 1/{len(TASK_IDS)} errors (verifier: " in done.stderr, done.stderr[-2000:]
+    statuses = subprocess.run(
+        [sys.executable, "-c", "import dagster as dg\nwith dg.DagsterInstance.get() as i:\n"
+         "    print(' '.join(r.status.value for r in i.get_runs()))"],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert statuses and "STARTED" not in statuses, statuses
