@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 
 from eval_pipelines.llm.pricing import estimate_cost_usd
 from eval_pipelines.pipeline.steps import run_and_collect, sweep_spend_usd, verify_partition
@@ -16,6 +17,7 @@ from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.warehouse.catalog import build_catalog
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
+from tests.support.custom_agents import SilentSpender
 from tests.support.scripted_llm import Script, create_scripted_app, text_reply
 
 PRICED_MODEL = "gpt-4o"
@@ -63,3 +65,34 @@ def test_the_ceiling_refuses_further_rollouts_and_they_stay_unscored(serve: Any)
     finally:
         con.close()
     assert unscored == (5,) and scored == (1,)  # refused rollouts are not counted as failures
+
+
+def test_a_custom_agent_that_counts_no_token_is_metered_and_stopped_by_the_ceiling(serve: Any) -> None:
+    """Usage is metered in the chat client: a custom agent's calls cost what they cost, and the ceiling sees it."""
+    server = serve(create_scripted_app(Script([text_reply("done")])))
+    catalog = ScenarioCatalog()
+    scenario = catalog.get("email_ops:1.0.0")
+    data = Path(tempfile.mkdtemp())
+    service = EmbeddedEvaluationService(data, catalog)
+    request = RunLaunchRequest.model_validate(
+        {
+            "scenario_id": scenario.scenario_id,
+            "task_ids": ["email_ops_001", "email_ops_002", "email_ops_003"],
+            "max_parallel": 1,
+            "run_name": "silent",
+            "max_cost_usd": 1e-7,
+            "agent": "tests.support.custom_agents:SilentSpender",
+            "model_config": {"model": PRICED_MODEL, "base_url": f"{server.url}/v1", "api_key": "k"},
+        }
+    )
+    ctx = RolloutContext("silent-sweep", "silent", "priced", scenario.key, "priced", False, None)
+    run_and_collect(service, request, ctx, scenario, Warehouse(data / "warehouse"), data / "traces", timeout_seconds=60)
+    run = service.find_run("silent")
+    assert run is not None
+    rollouts = service.list_rollouts(run.run_id)
+    started = [r for r in rollouts if r.termination_reason != TerminationReason.COST_CEILING.value]
+    assert len(started) == 1 and started[0].result is not None
+    calls = SilentSpender.CALLS
+    assert started[0].result.estimated_cost_usd == pytest.approx(estimate_cost_usd(PRICED_MODEL, 10 * calls, 5 * calls))
+    assert service.get_artifacts(started[0].rollout_id).metadata["usage"]["llm_calls"] == calls  # type: ignore[union-attr]
+    assert len(rollouts) - len(started) == 2  # the ceiling refused the rest

@@ -10,11 +10,10 @@ from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
 from eval_pipelines.environments.base import BaseEnvironment
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.llm.history import compact_history
-from eval_pipelines.llm.pricing import estimate_cost_usd
 from eval_pipelines.llm.types import ChatCompletion, ChatRequest, split_wire_tool_name, wire_tool_name
-from eval_pipelines.schemas.artifacts import META_LOGPROBS, META_USAGE, RunArtifacts
+from eval_pipelines.schemas.artifacts import META_LOGPROBS, RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.runs import MSG_MAX_STEPS, TerminationReason, TokenUsage
+from eval_pipelines.schemas.runs import MSG_MAX_STEPS, TerminationReason
 from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -105,17 +104,7 @@ class ToolCallingAgent(BaseAgent):
         return ChatRequest.model_validate(body)
 
     def _account(self, context: RunArtifacts, completion: ChatCompletion) -> None:
-        usage = TokenUsage.model_validate(context.metadata.get(META_USAGE) or {})
-        prompt = completion.usage.prompt_tokens if completion.usage else 0
-        completion_tokens = completion.usage.completion_tokens if completion.usage else 0
-        step = TokenUsage(
-            prompt_tokens=prompt,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt + completion_tokens,
-            cost_usd=estimate_cost_usd(self.model_config.model, prompt, completion_tokens),
-            llm_calls=1,
-        )
-        context.metadata[META_USAGE] = usage.add(step).model_dump()
+        # Tokens and cost are metered by the chat client (llm/metering.py); only log-probabilities are ours.
         if self.model_config.log_prob and completion.choices and completion.choices[0].logprobs is not None:
             logprobs = completion.choices[0].logprobs
             dumped = logprobs.model_dump() if hasattr(logprobs, "model_dump") else logprobs

@@ -24,6 +24,7 @@ from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavaila
 from eval_pipelines.environments.mcp import McpServerSpec
 from eval_pipelines.environments.unified import UnifiedEnvironment
 from eval_pipelines.llm.errors import LLMError
+from eval_pipelines.llm.metering import UsageMeter, metering
 from eval_pipelines.schemas.artifacts import (
     META_CLIENT_CONTEXT,
     META_NPC_TRANSCRIPTS,
@@ -319,7 +320,9 @@ class RolloutEngine:
                 # A synchronous agent runs on a worker thread; its sync environment calls hop back to this loop.
                 await asyncio.to_thread(agent.run, spec.instruction, environment, artifacts)
 
-        agent_task = asyncio.ensure_future(drive())
+        meter = UsageMeter()
+        with metering(meter):  # the task copies the context: every model call the agent makes is metered
+            agent_task = asyncio.ensure_future(drive())
         cancel_wait = asyncio.ensure_future(cancel.wait())
         try:
             done, _ = await asyncio.wait(
@@ -330,6 +333,8 @@ class RolloutEngine:
         if agent_task not in done:
             agent_task.cancel()
             await asyncio.gather(agent_task, return_exceptions=True)
+        _record_usage(artifacts, meter)
+        if agent_task not in done:
             if cancel.is_set():
                 artifacts.set_error(MSG_CANCELLED)
                 return _Ending(RolloutStatus.FAILED, TerminationReason.CANCELLED, ErrorClass.CANCELLED)
@@ -430,6 +435,13 @@ class RolloutEngine:
         return RolloutOutcome(
             status=ending.status, termination_reason=ending.reason, result=result, artifacts=artifacts
         )
+
+
+def _record_usage(artifacts: RunArtifacts, meter: UsageMeter) -> None:
+    """The metered usage of the rollout's model calls; an agent with an LLM stack of its own (nothing metered)
+    keeps what it reported itself."""
+    if meter.usage.llm_calls:
+        artifacts.metadata[META_USAGE] = meter.usage.model_dump()
 
 
 _PROVISIONING_FAILED = _Ending(RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, ErrorClass.TOOL_SERVER)

@@ -28,6 +28,7 @@ from eval_pipelines.llm.errors import (
     truncate,
 )
 from eval_pipelines.llm.limiter import AdaptiveLimiter
+from eval_pipelines.llm.metering import current_meter
 from eval_pipelines.llm.types import ChatCompletion, ChatRequest
 from eval_pipelines.schemas.limits import MAX_MODEL_REPLY_BYTES
 from eval_pipelines.schemas.model_config import ModelConfig
@@ -237,6 +238,9 @@ class ChatClient:
         self._raise_for_status(response, self.endpoint, request.model)
         completion = self._parse_completion(response, request.model)
         usage = completion.usage
+        meter = current_meter()
+        if meter is not None:
+            meter.record(request.model, usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
         logger.debug(
             "chat completion model=%s status=%d seconds=%.3f prompt_tokens=%s completion_tokens=%s",
             request.model,

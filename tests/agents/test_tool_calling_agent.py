@@ -14,7 +14,8 @@ from eval_pipelines.agents.tool_calling import ToolCallingAgent
 from eval_pipelines.environments.unified import UnifiedEnvironment
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.llm.errors import LLMError
-from eval_pipelines.schemas.artifacts import META_USAGE, RunArtifacts
+from eval_pipelines.llm.metering import UsageMeter, metering
+from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import MSG_MAX_STEPS
 from eval_pipelines.schemas.tools import STATE_DIFF_MARKER
@@ -48,12 +49,15 @@ async def _run(
 
 
 async def test_final_answer_after_tool_call(serve: Any, tool_host: Any) -> None:
-    artifacts, script = await _run(serve, tool_host, [tool_call_reply("email__send_email", SEND), text_reply("Sent.")])
+    with metering(UsageMeter()) as meter:  # the engine meters every rollout's model calls like this
+        artifacts, script = await _run(
+            serve, tool_host, [tool_call_reply("email__send_email", SEND), text_reply("Sent.")]
+        )
     assert artifacts.final_observation == "Sent."
     assert artifacts.metadata[META_TERMINATION] == "final_response"
     assert artifacts.steps_taken == 1 and not artifacts.tool_results[0].is_error
     assert STATE_DIFF_MARKER in artifacts.tool_results[0].observation
-    assert artifacts.metadata[META_USAGE]["llm_calls"] == 2
+    assert meter.usage.llm_calls == 2 and meter.usage.total_tokens == 30
     # The model saw `<server>__<tool>` names and the rollout id as `user`.
     names = {t["function"]["name"] for t in script.requests[0]["tools"]}
     assert "email__send_email" in names and script.requests[0]["user"] == "rollout-1"

@@ -7,7 +7,10 @@ from typing import Any
 
 from eval_pipelines.agents.base import BaseAgent
 from eval_pipelines.environments.base import BaseEnvironment
+from eval_pipelines.llm.client import ChatClient
+from eval_pipelines.llm.types import ChatRequest
 from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.tools import ToolCall
 
 
@@ -43,3 +46,24 @@ class NeedsEverything(BaseAgent):
 
 class NotAnAgent:
     pass
+
+
+class SilentSpender(BaseAgent):
+    """Calls its model three times and never counts a token: the chat client's meter must."""
+
+    CALLS = 3
+
+    def __init__(self, client: ChatClient, model_config: ModelConfig) -> None:
+        self.client, self.model_config = client, model_config
+
+    @staticmethod
+    def name() -> str:
+        return "silent_spender"
+
+    async def run(self, instruction: str, environment: BaseEnvironment, context: RunArtifacts) -> None:
+        for _ in range(self.CALLS):
+            request = ChatRequest.model_validate(
+                {"model": self.model_config.model, "messages": [{"role": "user", "content": instruction}]}
+            )
+            await self.client.complete(request)
+        context.set_final_observation("done")
