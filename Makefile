@@ -20,7 +20,8 @@ test: $(STAMP) lint validate
 	$(VENV)/bin/pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check eval_pipelines tests
+	$(VENV)/bin/ruff check eval_pipelines tests benchmarks
+	$(VENV)/bin/ruff format --check eval_pipelines tests benchmarks
 	$(VENV)/bin/mypy eval_pipelines
 
 validate: $(STAMP)

@@ -15,8 +15,9 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipelines.lib.confine import make_undumpable
 from eval_pipelines.lib.sweep_control import SweepLock, SweepLocked, SweepStop
@@ -33,6 +34,12 @@ from eval_pipelines.sweeps import (
     sweep_scenarios,
 )
 
+if TYPE_CHECKING:  # the CLI imports Dagster (through the runner) only when a sweep runs
+    from rich.console import Console
+
+    from eval_pipelines.clients.backend import EvaluationBackend
+    from eval_pipelines.defs.runner import SweepRun
+
 #: A Dagster step of the sweep failed (its run in the UI says why).
 EXIT_STEP_FAILED = 1
 EXIT_USER_ERROR = 2
@@ -46,48 +53,15 @@ class UserError(Exception):
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
-    from eval_pipelines.clients.backend import EvaluationBackend
-    from eval_pipelines.defs.runner import SERVICE_KEY_ENV, SweepRun
-    from eval_pipelines.reports.data import ReportError, pass_rate_rows
+    from eval_pipelines.defs.runner import SweepRun
 
     console = Console(stderr=True)
     config_path = Path(args.config).resolve()
     sweep = load_sweep(config_path)
     catalog = ScenarioCatalog()
-    load_all_sweeps(config_path.parent)  # the assets read every config beside this one: fail here, by name
-    scenarios = sweep_scenarios(sweep, catalog, source=str(config_path))
-    known_tasks = {task_id for s in scenarios for task_id in s.tasks()}
-    for index, task_id in enumerate(sweep.task_ids or []):
-        if task_id not in known_tasks:
-            raise UserError(
-                f"{config_path}: task_ids[{index}]: unknown task {task_id!r} in scenarios "
-                f"{[s.scenario_id for s in scenarios]}"
-            )
-    for model in sweep.models:
-        model_config_for(model, source=str(config_path))  # a missing key variable fails here, before any run
-    preflight(sweep, scenarios, config_path)
-    backend: EvaluationBackend
-    if args.backend == "http":
-        if not args.base_url:
-            raise UserError("--backend http needs --base-url (the evaluation service's address)")
-        if not os.environ.get(SERVICE_KEY_ENV):
-            raise UserError(f"--backend http needs the service's API key in the environment variable {SERVICE_KEY_ENV}")
-        from eval_pipelines.clients.http_backend import HttpEvaluationBackend
-
-        backend = HttpEvaluationBackend(args.base_url, os.environ[SERVICE_KEY_ENV])
-    else:
-        from eval_pipelines.service.embedded import EmbeddedEvaluationService
-
-        backend = EmbeddedEvaluationService(data_dir(), catalog)
+    scenarios = checked_scenarios(sweep, catalog, config_path)
+    backend = sweep_backend(args, catalog)
     run = SweepRun(
         sweep=sweep,
         sweep_id=args.sweep_id or default_sweep_id(sweep),
@@ -106,70 +80,117 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"scenarios x rollout_count {sweep.rollout_count} = {total} rollouts"
     )
     stop = SweepStop()
+    try:
+        with SweepLock(data_dir(), run.sweep_id), _stop_on_signals(stop):
+            outcome = execute_with_progress(run, backend, total, stop, console)
+    except SweepLocked as locked:
+        raise UserError(str(locked)) from None
+    return report_sweep(run, outcome, stop, console)
+
+
+def checked_scenarios(sweep: SweepConfig, catalog: ScenarioCatalog, config_path: Path) -> list[ScenarioFiles]:
+    """The sweep's scenarios, once everything a run would fail on is known to be right (exit 2 otherwise)."""
+    load_all_sweeps(config_path.parent)  # the assets read every config beside this one: fail here, by name
+    scenarios = sweep_scenarios(sweep, catalog, source=str(config_path))
+    known_tasks = {task_id for s in scenarios for task_id in s.tasks()}
+    for index, task_id in enumerate(sweep.task_ids or []):
+        if task_id not in known_tasks:
+            raise UserError(
+                f"{config_path}: task_ids[{index}]: unknown task {task_id!r} in scenarios "
+                f"{[s.scenario_id for s in scenarios]}"
+            )
+    for model in sweep.models:
+        model_config_for(model, source=str(config_path))  # a missing key variable fails here, before any run
+    preflight(sweep, scenarios, config_path)
+    return list(scenarios)
+
+
+def sweep_backend(args: argparse.Namespace, catalog: ScenarioCatalog) -> EvaluationBackend:
+    from eval_pipelines.defs.runner import SERVICE_KEY_ENV
+
+    if args.backend != "http":
+        from eval_pipelines.service.embedded import EmbeddedEvaluationService
+
+        return EmbeddedEvaluationService(data_dir(), catalog)
+    if not args.base_url:
+        raise UserError("--backend http needs --base-url (the evaluation service's address)")
+    if not os.environ.get(SERVICE_KEY_ENV):
+        raise UserError(f"--backend http needs the service's API key in the environment variable {SERVICE_KEY_ENV}")
+    from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+
+    return HttpEvaluationBackend(args.base_url, os.environ[SERVICE_KEY_ENV])
+
+
+@dataclass
+class SweepOutcome:
+    failures: list[str]
+    crashed: BaseException | None = None
+
+
+def execute_with_progress(
+    run: SweepRun, backend: EvaluationBackend, total: int, stop: SweepStop, console: Console
+) -> SweepOutcome:
+    """Run the sweep on a worker thread and draw its progress bar from this one, which also sees SIGINT and
+    SIGTERM (Dagster takes over signals only on the main thread) and cancels the active runs when asked."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     names = [run_name(run.sweep_id, s.scenario_id, m.name) for m, s in run.pairs]
-    outcome: list[list[str]] = []
-    crashed: list[BaseException] = []
+    outcome = SweepOutcome(failures=["sweep"])
 
     def execute() -> None:
         try:
-            outcome.append(run.execute(lambda model, scenario: None, stop))
-        except Exception as exc:  # reported below, once, without a traceback on the user's terminal
-            crashed.append(exc)
+            outcome.failures = run.execute(lambda model, scenario: None, stop)
+        except Exception as exc:  # reported once, without a traceback on the user's terminal
+            outcome.crashed = exc
 
-    # The sweep runs on a worker thread, so that SIGINT and SIGTERM reach this thread's handlers (Dagster only
-    # takes over signals on the main thread) and the progress bar is drawn from here while it runs.
     worker = threading.Thread(target=execute, name="sweep", daemon=True)
-    try:
-        with (
-            SweepLock(data_dir(), run.sweep_id),
-            _stop_on_signals(stop),
-            Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[errors]}"),
-                TimeElapsedColumn(),
-                TextColumn("eta"),
-                TimeRemainingColumn(),
-                console=console,
-                transient=False,
-            ) as progress,
-        ):
-            bar = progress.add_task("rollouts", total=total, errors="")
-            worker.start()
-            cancelled = False
-            while worker.is_alive():
-                worker.join(PROGRESS_SECONDS)
-                runs = [found for name in names if (found := backend.find_run(name)) is not None]
-                finished = sum(r.total - r.pending - r.running for r in runs)
-                errors = sum(r.errors for r in runs)
-                active = next((r for r in runs if not r.is_finished), None)
-                description = "rollouts" if active is None else active.run_name or active.scenario_id
-                progress.update(
-                    bar,
-                    completed=finished,
-                    description=description,
-                    errors=f"[red]{errors} errors[/]" if errors else "",
-                )
-                if stop.requested and not cancelled:
-                    cancelled = True
-                    progress.update(bar, description=f"stopping ({stop.signal_name})")
-                    for found in runs:
-                        if not found.is_finished:
-                            backend.cancel(found.run_id)
-            progress.update(bar, description="stopped" if stop.requested else "done")
-    except SweepLocked as locked:
-        raise UserError(str(locked)) from None
-    if crashed:
-        print(f"eval-pipelines: the sweep stopped: {type(crashed[0]).__name__}: {crashed[0]}", file=sys.stderr)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[errors]}"))
+    timing = (TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, *timing, console=console, transient=False) as progress:
+        bar = progress.add_task("rollouts", total=total, errors="")
+        worker.start()
+        cancelled = False
+        while worker.is_alive():
+            worker.join(PROGRESS_SECONDS)
+            runs = [found for name in names if (found := backend.find_run(name)) is not None]
+            errors = sum(r.errors for r in runs)
+            active = next((r for r in runs if not r.is_finished), None)
+            progress.update(
+                bar,
+                completed=sum(r.total - r.pending - r.running for r in runs),
+                description="rollouts" if active is None else active.run_name or active.scenario_id,
+                errors=f"[red]{errors} errors[/]" if errors else "",
+            )
+            if stop.requested and not cancelled:
+                cancelled = True
+                progress.update(bar, description=f"stopping ({stop.signal_name})")
+                for found in runs:
+                    if not found.is_finished:
+                        backend.cancel(found.run_id)
+        progress.update(bar, description="stopped" if stop.requested else "done")
+    return outcome
+
+
+def report_sweep(run: SweepRun, outcome: SweepOutcome, stop: SweepStop, console: Console) -> int:
+    """What the user reads at the end, and the exit code (see the README's table)."""
+    from eval_pipelines.reports.data import ReportError, pass_rate_rows
+
+    if outcome.crashed is not None:
+        crash = outcome.crashed
+        print(f"eval-pipelines: the sweep stopped: {type(crash).__name__}: {crash}", file=sys.stderr)
         return EXIT_STEP_FAILED
-    failures = outcome[0] if outcome else ["sweep"]
     if run.user_errors:
         for line in dict.fromkeys(run.user_errors):
             print(f"eval-pipelines: error: {line}", file=sys.stderr)
         return EXIT_USER_ERROR
-    if stop.requested:
-        assert stop.signum is not None
+    if stop.signum is not None:
         console.print(
             f"stopped by {stop.signal_name}: in-flight rollouts ended cancelled; run the same command to resume"
         )
@@ -182,7 +203,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         console.print(f"no pass rates: {exc}")
         rows = []
     print_pass_rates(rows, sweep_id=run.sweep_id)
-    return sweep_exit_code(run.paths().duckdb, run.sweep_id, sweep.error_threshold, failures)
+    return sweep_exit_code(run.paths().duckdb, run.sweep_id, run.sweep.error_threshold, outcome.failures)
 
 
 #: How often the progress bar reads the runs' counts.
