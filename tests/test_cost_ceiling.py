@@ -12,7 +12,7 @@ import pytest
 from eval_pipelines.llm.pricing import estimate_cost_usd
 from eval_pipelines.pipeline.steps import run_and_collect, sweep_spend_usd, verify_partition
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
-from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest, TerminationReason
+from eval_pipelines.schemas.runs import Rollout, RolloutStatus, RunLaunchRequest, TerminationReason
 from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.warehouse.catalog import build_catalog
 from eval_pipelines.warehouse.rows import RolloutContext
@@ -67,8 +67,8 @@ def test_the_ceiling_refuses_further_rollouts_and_they_stay_unscored(serve: Any)
     assert unscored == (5,) and scored == (1,)  # refused rollouts are not counted as failures
 
 
-def test_a_custom_agent_that_counts_no_token_is_metered_and_stopped_by_the_ceiling(serve: Any) -> None:
-    """Usage is metered in the chat client: a custom agent's calls cost what they cost, and the ceiling sees it."""
+def _budgeted_run(serve: Any, name: str, **launch: Any) -> tuple[EmbeddedEvaluationService, list[Rollout]]:
+    """Three email_ops tasks on a priced scripted model with a ceiling the first rollout already passes."""
     server = serve(create_scripted_app(Script([text_reply("done")])))
     catalog = ScenarioCatalog()
     scenario = catalog.get("email_ops:1.0.0")
@@ -79,20 +79,26 @@ def test_a_custom_agent_that_counts_no_token_is_metered_and_stopped_by_the_ceili
             "scenario_id": scenario.scenario_id,
             "task_ids": ["email_ops_001", "email_ops_002", "email_ops_003"],
             "max_parallel": 1,
-            "run_name": "silent",
+            "run_name": name,
             "max_cost_usd": 1e-7,
-            "agent": "tests.support.custom_agents:SilentSpender",
             "model_config": {"model": PRICED_MODEL, "base_url": f"{server.url}/v1", "api_key": "k"},
+            **launch,
         }
     )
-    ctx = RolloutContext("silent-sweep", "silent", "priced", scenario.key, "priced", False, None)
+    ctx = RolloutContext(f"{name}-sweep", name, "priced", scenario.key, "priced", False, None)
     run_and_collect(service, request, ctx, scenario, Warehouse(data / "warehouse"), data / "traces", timeout_seconds=60)
-    run = service.find_run("silent")
+    run = service.find_run(name)
     assert run is not None
-    rollouts = service.list_rollouts(run.run_id)
+    return service, service.list_rollouts(run.run_id)
+
+
+def test_a_custom_agent_that_counts_no_token_is_metered_and_stopped_by_the_ceiling(serve: Any) -> None:
+    """Usage is metered in the chat client: a custom agent's calls cost what they cost, and the ceiling sees it."""
+    service, rollouts = _budgeted_run(serve, "silent", agent="tests.support.custom_agents:SilentSpender")
     started = [r for r in rollouts if r.termination_reason != TerminationReason.COST_CEILING.value]
     assert len(started) == 1 and started[0].result is not None
     calls = SilentSpender.CALLS
     assert started[0].result.estimated_cost_usd == pytest.approx(estimate_cost_usd(PRICED_MODEL, 10 * calls, 5 * calls))
-    assert service.get_artifacts(started[0].rollout_id).metadata["usage"]["llm_calls"] == calls  # type: ignore[union-attr]
+    artifacts = service.get_artifacts(started[0].rollout_id)
+    assert artifacts is not None and artifacts.metadata["usage"]["llm_calls"] == calls
     assert len(rollouts) - len(started) == 2  # the ceiling refused the rest
