@@ -96,7 +96,8 @@ create table if not exists taskgen_jobs (
 #: Columns added after the first release; `_migrate` adds them to older store files.
 ADDED_COLUMNS: dict[str, dict[str, str]] = {
     "runs": {"cancel_requested": "integer not null default 0"},
-    "rollouts": {"runner_id": "text", "runner_pid": "integer", "runner_started": "text"},
+    # error_class mirrors result_json's, as a column: the progress counts read it every half second.
+    "rollouts": {"runner_id": "text", "runner_pid": "integer", "runner_started": "text", "error_class": "text"},
 }
 
 MSG_JOB_INTERRUPTED = "Service restarted while the task-generation job was running"
@@ -197,6 +198,11 @@ class RunStore(SqliteDatabase):
                 for column, declaration in columns.items():
                     if column not in present:
                         db.execute(f"alter table {table} add column {column} {declaration}")
+                        if (table, column) == ("rollouts", "error_class"):
+                            db.execute(
+                                "update rollouts set error_class = json_extract(result_json, '$.error_class')"
+                                " where result_json is not null"
+                            )
 
     # -- runs -------------------------------------------------------------------------------------------
     def create_run(
@@ -263,9 +269,7 @@ class RunStore(SqliteDatabase):
     def _counts(self, run_id: str) -> dict[str, int]:
         """Rollouts per status, plus `errors`: finished ones that ended in an error, not the agent's failure."""
         rows = self._conn().execute(
-            "select status, count(*) as n,"
-            " count(*) filter (where json_extract(result_json, '$.error_class') is not null) as errors"
-            " from rollouts where run_id = ? group by status",
+            "select status, count(*) as n, count(error_class) as errors from rollouts where run_id = ? group by status",
             (run_id,),
         )
         counts: dict[str, int] = {ERRORS_COUNT: 0}
@@ -509,8 +513,16 @@ class RunStore(SqliteDatabase):
                 self._append_event(db, rollout_id, f"phase:{RolloutPhase.COMPLETED.value}", None, now)
             db.execute(
                 "update rollouts set status = ?, completed_at = ?, result_json = ?, termination_reason = ?,"
-                " artifacts_path = ?, current_step = null where rollout_id = ?",
-                (status.value, now, result.model_dump_json(), termination_reason, artifacts_path, rollout_id),
+                " artifacts_path = ?, error_class = ?, current_step = null where rollout_id = ?",
+                (
+                    status.value,
+                    now,
+                    result.model_dump_json(),
+                    termination_reason,
+                    artifacts_path,
+                    result.error_class.value if result.error_class is not None else None,
+                    rollout_id,
+                ),
             )
             self._append_event(db, rollout_id, status.value, result.message[:500] or None, now)
 
@@ -526,19 +538,18 @@ class RunStore(SqliteDatabase):
     def fail_pending(self, rollout_ids: Sequence[str], reason: TerminationReason, message: str) -> int:
         """Pending rollouts that will never start (cancelled run): straight to failed."""
         now = utc_now_iso()
+        error = ERROR_CLASS_OF_REASON.get(reason.value)
+        error_class = error.value if error is not None else None
         result = RolloutResult(
-            success=False,
-            message=message,
-            termination_reason=reason.value,
-            error_class=ERROR_CLASS_OF_REASON.get(reason.value),
+            success=False, message=message, termination_reason=reason.value, error_class=error
         ).model_dump_json()
         count = 0
         with self._tx() as db:
             for rid in rollout_ids:
                 changed = db.execute(
-                    "update rollouts set status = 'failed', completed_at = ?, result_json = ?, termination_reason = ?"
-                    " where rollout_id = ? and status = 'pending'",
-                    (now, result, reason.value, rid),
+                    "update rollouts set status = 'failed', completed_at = ?, result_json = ?, termination_reason = ?,"
+                    " error_class = ? where rollout_id = ? and status = 'pending'",
+                    (now, result, reason.value, error_class, rid),
                 ).rowcount
                 if changed:
                     self._append_event(db, rid, RolloutStatus.FAILED.value, message, now)
@@ -588,7 +599,7 @@ class RunStore(SqliteDatabase):
             reasons = sorted(ERROR_CLASS_OF_REASON)
             condition = (
                 "(status = 'workspace_error' or (status = 'failed' and"
-                " (json_extract(result_json, '$.error_class') is not null"
+                " (error_class is not null"
                 f" or termination_reason in ({', '.join('?' * len(reasons))}))))"
             )
             params: tuple[str, ...] = (run_id, *reasons)
@@ -600,7 +611,8 @@ class RunStore(SqliteDatabase):
             for row in rows:
                 db.execute(
                     "update rollouts set status = 'pending', phase = null, current_step = null, started_at = null,"
-                    " completed_at = null, result_json = null, termination_reason = null, runner_id = null,"
+                    " completed_at = null, result_json = null, termination_reason = null, error_class = null,"
+                    " runner_id = null,"
                     " runner_pid = null, runner_started = null where rollout_id = ?",
                     (row["rollout_id"],),
                 )
@@ -639,8 +651,8 @@ class RunStore(SqliteDatabase):
             for rollout_id in interrupted:
                 db.execute(
                     "update rollouts set status = 'failed', completed_at = ?, result_json = ?, termination_reason = ?,"
-                    " current_step = null where rollout_id = ? and status = 'running'",
-                    (now, result, TerminationReason.SERVER_RESTART.value, rollout_id),
+                    " error_class = ?, current_step = null where rollout_id = ? and status = 'running'",
+                    (now, result, TerminationReason.SERVER_RESTART.value, ErrorClass.CANCELLED.value, rollout_id),
                 )
                 self._append_event(db, rollout_id, RolloutStatus.FAILED.value, MSG_SERVER_RESTART, now)
         return len(interrupted)

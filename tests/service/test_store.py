@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from eval_pipelines.schemas.model_config import ModelConfigEcho
-from eval_pipelines.schemas.runs import RolloutPhase, RolloutResult, RolloutStatus, TerminationReason
+from eval_pipelines.schemas.runs import ErrorClass, RolloutPhase, RolloutResult, RolloutStatus, TerminationReason
 from eval_pipelines.service.store import DuplicateRunName, NewRollout, ProgressEvent, RunStore
 
 
@@ -146,3 +147,20 @@ def test_progress_events_land_in_order_in_one_batch(tmp_path: Path) -> None:
         ("phase:agent_running", "step 1"),
         ("phase:agent_running", "step 2"),
     ]
+
+
+def test_errors_are_counted_and_an_older_store_file_keeps_its_error_counts(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.claim("ro_0")
+    store.claim("ro_1")
+    failed = RolloutResult(success=False, message="endpoint down", error_class=ErrorClass.MODEL_ENDPOINT)
+    store.finish("ro_0", RolloutStatus.FAILED, failed, "model_endpoint_error", None)
+    store.finish("ro_1", RolloutStatus.FAILED, RolloutResult(success=False, message="wrong"), "final_response", None)
+    run = store.get_run("run_1")
+    assert run is not None and (run.failed, run.errors) == (2, 1)
+
+    # A store file written before error_class was a column holds the class only inside result_json.
+    with sqlite3.connect(tmp_path / "runs.sqlite3") as db:
+        db.execute("alter table rollouts drop column error_class")
+    reopened = RunStore(tmp_path / "runs.sqlite3").get_run("run_1")
+    assert reopened is not None and reopened.errors == 1
