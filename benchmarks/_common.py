@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -385,25 +386,31 @@ class OurRun:
 
 
 class OurPipeline:
-    """The embedded evaluation service, its warehouse and traces under one data directory: the path the
-    `rollouts` asset takes (`pipeline.steps.run_and_collect`), without Dagster.
+    """The embedded default (the local evaluation service on a loopback port, through its client) and the
+    warehouse under one data directory: the path the `eval_run` and `rollouts` assets take
+    (`pipeline.steps.run_and_collect`), without Dagster.
 
-    Each run: launch (SQLite run store) -> execute every rollout (RolloutEngine: workspaces on the real HTTP email
-    server, the reference agent against the model endpoint, state snapshots and diffs, the scenario's verifiers,
-    artifacts JSON) -> copy the traces and write rollouts/messages/tool_calls Parquet.
+    Each run: launch (POST /runs; SQLite run store) -> execute every rollout (RolloutEngine: workspaces on the real
+    HTTP email server, the reference agent against the model endpoint, state snapshots and diffs, the scenario's
+    verifiers, artifacts JSON) -> poll until done -> write rollouts/messages/tool_calls Parquet from the artifacts.
     """
 
     def __init__(self, scenarios_dir: Path, data_dir: Path) -> None:
+        from eval_pipelines.local.services import local_evaluation_service
         from eval_pipelines.scenarios.catalog import ScenarioCatalog
-        from eval_pipelines.service.embedded import EmbeddedEvaluationService
+        from eval_pipelines.service.runtime import shared_runtime
         from eval_pipelines.warehouse.store import Warehouse
 
         self.catalog = ScenarioCatalog(scenarios_dir)
         self.scenario = self.catalog.get(BENCH_SCENARIO_ID)
         self.data_dir = data_dir
-        self.backend = EmbeddedEvaluationService(data_dir, self.catalog)
+        # Held for the process's life, as the CLI holds it for a whole sweep.
+        self._held = contextlib.ExitStack()
+        self.backend = self._held.enter_context(local_evaluation_service(data_dir, scenarios_dir)).backend()
         self.warehouse = Warehouse(data_dir / "warehouse")
-        self.backend.executor.runtime.start()  # tool servers listening before anything is timed
+        # The runtime the local service executes on (one per scenario folder per process).
+        self.runtime = shared_runtime(self.catalog)
+        self.runtime.start()  # tool servers listening before anything is timed
         self._runs = 0
 
     def run(
@@ -483,7 +490,7 @@ class OurPipeline:
         return OurRun(summary.rollouts, passed, summary.by_status, wall, cpu, endpoint_cpu, execute)
 
     def tool_host_cpu_seconds(self) -> float:
-        pid = self.backend.executor.runtime.tool_host_pid
+        pid = self.runtime.tool_host_pid
         return process_cpu_seconds(pid) if pid else 0.0
 
 

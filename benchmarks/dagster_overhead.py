@@ -20,6 +20,7 @@ Results: JSON on stdout and in `benchmarks/results/dagster_overhead.{json,md}` (
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -125,12 +126,13 @@ def dagster_child(partitions: int) -> dict[str, Any]:
 
 
 def direct_child(partitions: int) -> dict[str, Any]:
-    """The same steps as the assets, called directly: run, collect, verify per partition; then the catalog."""
+    """The same steps as the assets, called directly: launch, wait and collect, verify per partition (through the
+    local service's client, as the assets do); then the catalog."""
+    from eval_pipelines.local.services import local_evaluation_service
     from eval_pipelines.paths import data_dir, sweeps_dir
     from eval_pipelines.pipeline.steps import launch_request, run_and_collect, verify_partition
     from eval_pipelines.reports import pass_rate_summary
     from eval_pipelines.scenarios.catalog import ScenarioCatalog
-    from eval_pipelines.service.embedded import EmbeddedEvaluationService
     from eval_pipelines.sweeps import load_all_sweeps
     from eval_pipelines.warehouse.catalog import build_catalog
     from eval_pipelines.warehouse.rows import RolloutContext
@@ -140,7 +142,9 @@ def direct_child(partitions: int) -> dict[str, Any]:
     catalog = ScenarioCatalog()
     scenario = catalog.get(BENCH_SCENARIO_ID)
     sweeps = load_all_sweeps(sweeps_dir())
-    backend = EmbeddedEvaluationService(root, catalog)
+    # Held for the whole child (the stack lives as long as this frame), as the CLI holds it for a whole sweep.
+    held = contextlib.ExitStack()
+    backend = held.enter_context(local_evaluation_service(root, catalog.root)).backend()
     warehouse = Warehouse(root / "warehouse")
 
     def partition(sweep_name: str, model_name: str) -> bool:
@@ -180,6 +184,7 @@ def direct_child(partitions: int) -> dict[str, Any]:
         succeeded += partition(SWEEP, model)
     catalog_error = build()
     wall = time.perf_counter() - started
+    held.close()
     return {
         "partitions_succeeded": succeeded,
         "catalog_succeeded": catalog_error is None,

@@ -112,7 +112,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             on_rollout_done=sampler.rollout_done,
         )
     executing = [rss for _, done, rss in sampler.samples if done < run.rollouts]
-    tool_host_pid = pipeline.backend.executor.runtime.tool_host_pid
+    tool_host_pid = pipeline.runtime.tool_host_pid
     tool_host_peak = process_peak_rss_mib(tool_host_pid) if tool_host_pid else 0.0
     own_peak, workers_peak = peak_rss_mib(), children_peak_rss_mib()
     return {

@@ -61,7 +61,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sweep = load_sweep(config_path)
     catalog = ScenarioCatalog()
     scenarios = checked_scenarios(sweep, catalog, config_path)
-    backend = sweep_backend(args, catalog)
+    held = contextlib.ExitStack()
+    backend = sweep_backend(args, held)
     run = SweepRun(
         sweep=sweep,
         sweep_id=args.sweep_id or default_sweep_id(sweep),
@@ -81,7 +82,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
     stop = SweepStop()
     try:
-        with SweepLock(data_dir(), run.sweep_id), _stop_on_signals(stop):
+        with held, SweepLock(data_dir(), run.sweep_id), _stop_on_signals(stop):
             outcome = execute_with_progress(run, backend, total, stop, console)
     except SweepLocked as locked:
         raise UserError(str(locked)) from None
@@ -105,20 +106,27 @@ def checked_scenarios(sweep: SweepConfig, catalog: ScenarioCatalog, config_path:
     return list(scenarios)
 
 
-def sweep_backend(args: argparse.Namespace, catalog: ScenarioCatalog) -> EvaluationBackend:
+def sweep_backend(args: argparse.Namespace, held: contextlib.ExitStack) -> EvaluationBackend:
+    """The service the sweep's progress is read from, held open for the whole sweep by `held`. The embedded
+    service is started here once, so every partition's run shares it rather than starting its own."""
     from eval_pipelines.defs.runner import SERVICE_KEY_ENV
 
     if args.backend != "http":
-        from eval_pipelines.service.embedded import EmbeddedEvaluationService
+        from eval_pipelines.local.services import local_evaluation_service
 
-        return EmbeddedEvaluationService(data_dir(), catalog)
+        local = held.enter_context(local_evaluation_service(data_dir(), scenarios_dir()))
+        embedded = local.backend()
+        held.callback(embedded.close)
+        return embedded
     if not args.base_url:
         raise UserError("--backend http needs --base-url (the evaluation service's address)")
     if not os.environ.get(SERVICE_KEY_ENV):
         raise UserError(f"--backend http needs the service's API key in the environment variable {SERVICE_KEY_ENV}")
     from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 
-    return HttpEvaluationBackend(args.base_url, os.environ[SERVICE_KEY_ENV])
+    remote = HttpEvaluationBackend(args.base_url, os.environ[SERVICE_KEY_ENV])
+    held.callback(remote.close)
+    return remote
 
 
 @dataclass

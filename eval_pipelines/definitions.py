@@ -17,7 +17,7 @@ from eval_pipelines.defs.evals.assets import (
 )
 from eval_pipelines.defs.evals.automation import abandoned_cli_runs, build_schedules, sweep_job, sync_sweep_partitions
 from eval_pipelines.defs.evals.executors import celery_sweep_job, sweep_job_for_deployment
-from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from eval_pipelines.defs.taskgen.assets import generated_tasks
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 
@@ -41,7 +41,7 @@ def build_definitions() -> dg.Definitions:
         jobs=[sweep_job, celery_sweep_job],
         schedules=build_schedules(sweep_job_for_deployment()),
         sensors=[sync_sweep_partitions, abandoned_cli_runs],
-        resources={"paths": EvalPaths(), "eval_service": EvalService()},
+        resources={"paths": EvalPaths(), "eval_service": EvalService(), "assessment_platform": AssessmentPlatform()},
     )
 
 

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.lib.serving import BackgroundServer
+from eval_pipelines.local.services import local_evaluation_service
+from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.toolservers.host import ToolServerHost
 
 
@@ -30,3 +35,19 @@ def serve() -> Iterator[object]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def local_backend() -> Iterator[Callable[..., HttpEvaluationBackend]]:
+    """local_backend(data_dir, catalog=None) -> a client of the local evaluation service on `data_dir`, the way the
+    pipeline's embedded default reaches it (loopback HTTP); stopped at the end of the test."""
+    with contextlib.ExitStack() as held:
+
+        def open_backend(data_dir: Path, catalog: ScenarioCatalog | None = None) -> HttpEvaluationBackend:
+            scenarios = (catalog or ScenarioCatalog()).root
+            local = held.enter_context(local_evaluation_service(data_dir, scenarios))
+            backend = local.backend()
+            held.callback(backend.close)
+            return backend
+
+        yield open_backend

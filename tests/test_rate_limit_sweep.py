@@ -6,16 +6,17 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.responses import JSONResponse
 
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
-from eval_pipelines.service.embedded import EmbeddedEvaluationService
 
 BURST = 12
 
@@ -41,12 +42,14 @@ class BurstOf429:
         await self.app(scope, receive, send)
 
 
-def test_a_429_burst_loses_no_rollout_and_concurrency_recovers(serve: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_429_burst_loses_no_rollout_and_concurrency_recovers(
+    serve: Any, caplog: pytest.LogCaptureFixture, local_backend: Callable[..., HttpEvaluationBackend]
+) -> None:
     catalog = ScenarioCatalog()
     provider = BurstOf429(create_sim_app(ReferenceBook.from_catalog(catalog)))
     server = serve(provider)
     scenario = catalog.get("email_ops:1.0.0")
-    service = EmbeddedEvaluationService(Path(tempfile.mkdtemp()), catalog)
+    service = local_backend(Path(tempfile.mkdtemp()), catalog)
     request = RunLaunchRequest.model_validate(
         {
             "scenario_id": scenario.scenario_id,

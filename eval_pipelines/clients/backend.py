@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Protocol
 
 from eval_pipelines.schemas.artifacts import RunArtifacts
@@ -33,13 +34,17 @@ class EvaluationBackend(Protocol):
         timeout_seconds: float,
         progress: ProgressCallback | None = None,
     ) -> Run:
-        """Block until every rollout of the run is terminal (executing them, for the embedded backend)."""
+        """Block until every rollout of the launched run is terminal; never launches it again."""
         ...
 
     def list_rollouts(self, run_id: str) -> list[Rollout]: ...
 
     def rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
         """`list_rollouts` a page at a time, so a large run need not be held whole."""
+        ...
+
+    def artifacts_file(self, run_id: str, rollout_id: str) -> Path | None:
+        """The file holding the rollout's artifacts when the service shares this process's disk, else None."""
         ...
 
     def get_artifacts(self, rollout_id: str) -> RunArtifacts | None:

@@ -1,15 +1,16 @@
 """The `http` evaluation backend: the pipeline's EvaluationBackend over any server speaking spec 000.
 
 Against the local service a re-launch of the same run_name resumes the existing run (409, then
-`POST /runs/{id}/resume`), exactly like the embedded backend. Against a server without the resume extension,
-the existing run is waited for as it is.
+`POST /runs/{id}/resume`). Against a server without the resume extension, the existing run is waited for as it is.
+The embedded default is this backend too, against the local service on a loopback port (local/services.py).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from eval_pipelines.clients.backend import ProgressCallback
 from eval_pipelines.clients.errors import Conflict, MethodNotAllowed, NotFound, WaitTimeout
@@ -17,7 +18,7 @@ from eval_pipelines.clients.evaluation import DEFAULT_TIMEOUT_SECONDS, Evaluatio
 from eval_pipelines.lib.retry import RetryPolicy
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.runs import Rollout, Run, RunLaunchRequest
+from eval_pipelines.schemas.runs import Rollout, Run, RunLaunchRequest, TerminationReason
 
 #: max_parallel the service assumes when a launch names none (the local service's default).
 ASSUMED_PARALLEL = 8
@@ -25,8 +26,14 @@ ASSUMED_PARALLEL = 8
 DEADLINE_SLACK_SECONDS = 120.0
 
 
+#: A run that has pending rollouts and none running for this long is not being executed (its server restarted,
+#: say): it is resumed once per stall.
+STALL_SECONDS = 10.0
+
+
 class HttpEvaluationBackend:
-    name = "http"
+    """`local_artifacts(run_id, rollout_id)`: where the service writes a rollout's artifacts, when this process
+    shares its disk (the local service); the collector then reads that file instead of downloading a copy."""
 
     def __init__(
         self,
@@ -36,9 +43,13 @@ class HttpEvaluationBackend:
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         retry: RetryPolicy | None = None,
         poll_interval: float = 2.0,
+        local_artifacts: Callable[[str, str], Path] | None = None,
+        name: str = "http",
     ) -> None:
         self.client = EvaluationClientSync(base_url, api_key, timeout_seconds=timeout_seconds, retry=retry)
         self.poll_interval = poll_interval
+        self.local_artifacts = local_artifacts
+        self.name = name
 
     def __repr__(self) -> str:
         return f"HttpEvaluationBackend({self.client.client!r})"
@@ -54,7 +65,7 @@ class HttpEvaluationBackend:
             run_id = existing.run_id if existing is not None else conflict.existing_run_id
             if run_id is None:
                 raise
-        # A re-launch retries what failed before, as the embedded backend does.
+        # A re-launch retries what failed before.
         self._resume(run_id, request.model_config_, retry_failed=True)
         return run_id
 
@@ -78,39 +89,55 @@ class HttpEvaluationBackend:
         timeout_seconds: float,
         progress: ProgressCallback | None = None,
     ) -> Run:
-        """Make sure the run executes (a resume after a server restart; a no-op while it runs), then wait.
+        """Wait for the launched run to finish; it is never launched again here.
 
-        `progress` is called once for each rollout that finishes while this call waits. `timeout_seconds`
-        bounds one rollout; the overall deadline allows every wave of `max_parallel` rollouts that much.
+        A run that stops moving (pending rollouts, none running, for `STALL_SECONDS`) or that finished with
+        rollouts a server restart interrupted is resumed, so a restarted service finishes what it had accepted.
+        `progress` is called once for each rollout that finishes while this call waits. `timeout_seconds` bounds
+        one rollout; the overall deadline allows every wave of `max_parallel` rollouts that much.
         """
         # A rollout counts as newly finished when it is terminal with a completion time not seen before this
-        # call: that covers rollouts the resume re-queued (they had finished once, as interrupted).
+        # call: that covers rollouts a resume re-queued (they had finished once, as interrupted).
         finished_before = {r.rollout_id: r.completed_at for r in self.list_rollouts(run_id) if r.status.is_terminal}
-        self._resume(run_id, request.model_config_, retry_failed=False)
         run = self.client.get_run(run_id)
         waves = math.ceil(max(run.pending + run.running, 1) / (request.max_parallel or ASSUMED_PARALLEL))
         deadline = time.monotonic() + waves * timeout_seconds + DEADLINE_SLACK_SECONDS
         reported: set[str] = set()
         done_seen = -1
+        moved_at = time.monotonic()
+        resumed_interrupted = False
         while True:
             done = run.total - run.pending - run.running
-            if progress is not None and done != done_seen:
+            if done != done_seen or run.running:
+                moved_at = time.monotonic()
+            if done != done_seen and (progress is not None or run.is_finished):
                 for rollout in self.list_rollouts(run_id):
                     if not rollout.status.is_terminal or rollout.rollout_id in reported:
                         continue
                     if finished_before.get(rollout.rollout_id, "never") == rollout.completed_at:
                         continue
                     reported.add(rollout.rollout_id)
-                    progress(rollout)
+                    if progress is not None:
+                        progress(rollout)
                 done_seen = done
             if run.is_finished:
-                return run
+                if resumed_interrupted or not self._interrupted(run_id):
+                    return run
+                resumed_interrupted = True
+                self._resume(run_id, request.model_config_, retry_failed=False)
+            elif time.monotonic() - moved_at > STALL_SECONDS:
+                moved_at = time.monotonic()
+                self._resume(run_id, request.model_config_, retry_failed=False)
             if time.monotonic() > deadline:
                 raise WaitTimeout(
                     f"run {run_id} did not finish in time ({run.pending} pending, {run.running} running)", last=run
                 )
             time.sleep(self.poll_interval)
             run = self.client.get_run(run_id)
+
+    def _interrupted(self, run_id: str) -> bool:
+        """Whether a server restart interrupted some of the run's rollouts (a resume runs them again)."""
+        return any(r.termination_reason == TerminationReason.SERVER_RESTART.value for r in self.list_rollouts(run_id))
 
     def list_rollouts(self, run_id: str) -> list[Rollout]:
         return self.client.list_rollouts(run_id=run_id).rollouts
@@ -120,6 +147,13 @@ class HttpEvaluationBackend:
         rollouts = self.list_rollouts(run_id)
         for start in range(0, len(rollouts), page_size):
             yield rollouts[start : start + page_size]
+
+    def artifacts_file(self, run_id: str, rollout_id: str) -> Path | None:
+        """The file the service wrote the rollout's artifacts to, when it is on this process's disk."""
+        if self.local_artifacts is None:
+            return None
+        path = self.local_artifacts(run_id, rollout_id)
+        return path if path.is_file() else None
 
     def get_artifacts(self, rollout_id: str) -> RunArtifacts | None:
         try:

@@ -196,6 +196,24 @@ def _file_part(
     return _FilePart(_rows_payload(data), filename or "dataset.json", content_type or "application/json")
 
 
+#: Calls of the pipeline's assessment steps: a judging run over a large dataset answers slowly.
+DEFAULT_PIPELINE_TIMEOUT_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class PlatformTarget:
+    """Where the assessment steps send their calls: a hosted platform or the embedded one. The token is masked in
+    repr."""
+
+    url: str
+    token: str = field(repr=False)
+    space_id: str
+    embedded: bool
+
+    def client(self, timeout: float = DEFAULT_PIPELINE_TIMEOUT_SECONDS) -> PlatformClient:
+        return PlatformClient(self.url, self.token, timeout=timeout)
+
+
 class PlatformClient:
     def __init__(
         self,

@@ -3,6 +3,7 @@ after a killed sweep. The CLI stays Dagster-free and calls these."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
@@ -23,9 +24,10 @@ from eval_pipelines.defs.evals.assets import (
 )
 from eval_pipelines.defs.evals.cli_runs import CLI_HOST_TAG, CLI_PID_TAG, Heartbeat, fail_abandoned_cli_runs
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
-from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from eval_pipelines.lib.sweep_control import SweepStop
-from eval_pipelines.paths import project_root
+from eval_pipelines.local.services import local_evaluation_service
+from eval_pipelines.paths import data_dir, project_root, scenarios_dir
 from eval_pipelines.scenarios.catalog import ScenarioFiles
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 
@@ -119,16 +121,27 @@ class SweepRun:
             return EvalService(backend="http", base_url=self.base_url, api_key=dg.EnvVar(SERVICE_KEY_ENV))
         return EvalService()
 
+    def _local_service_held(self) -> contextlib.AbstractContextManager[object]:
+        """The embedded service, held for the whole sweep: each partition's run then shares it instead of
+        starting and stopping its own (see local/services.py)."""
+        if self.backend == "http":
+            return contextlib.nullcontext()
+        return local_evaluation_service(data_dir(), scenarios_dir())
+
     def execute(self, on_pair: Callable[[SweepModel, ScenarioFiles], None], stop: SweepStop | None = None) -> list[str]:
         """Materialise every pair's partition (with the verification checks, as a Dagster-launched run has them),
         then the catalog; returns what failed (empty when all passed). Once `stop` is requested no further pair
         starts, and the runs it interrupted carry the signal in their tags."""
         assets = assets_by_name()
         steps = [assets[k] for k in PARTITION_STEPS + (() if self.skip_assessment else ASSESSMENT_STEPS)]
-        resources = {"paths": self.paths(), "eval_service": self.eval_service()}
+        resources = {
+            "paths": self.paths(),
+            "eval_service": self.eval_service(),
+            "assessment_platform": AssessmentPlatform(),
+        }
         partition_job = _job_with_checks(steps, resources)
         cli_tags = {CLI_PID_TAG: str(os.getpid()), CLI_HOST_TAG: socket.gethostname()}
-        with open_instance() as instance:
+        with self._local_service_held(), open_instance() as instance:
             self.abandoned_runs = fail_abandoned_cli_runs(instance)
             instance.add_dynamic_partitions(MODELS.name or "models", [m.name for m in self.sweep.models])
             instance.add_dynamic_partitions(SCENARIOS.name or "scenarios", [s.key for s in self.scenarios])

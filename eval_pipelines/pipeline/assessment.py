@@ -17,8 +17,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,13 @@ from typing import Any
 import pyarrow as pa
 
 from eval_pipelines.clients.platform import (
-    PLATFORM_SPACE_ENV,
-    PLATFORM_TOKEN_ENV,
-    PLATFORM_URL_ENV,
     AssessRunResponse,
     ParsedSyntheticRow,
     PlatformClient,
     PlatformNotFoundError,
+    PlatformTarget,
 )
-from eval_pipelines.platform.embedded import EmbeddedPlatform
-from eval_pipelines.platform.models import SIM_SYNTH_MODEL_ID, ModelRegistry
+from eval_pipelines.platform.models import SIM_SYNTH_MODEL_ID
 from eval_pipelines.scenarios.catalog import ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.platform import (
@@ -54,47 +50,12 @@ QUALITY = "quality"
 SAFETY = "safety"
 DEFAULT_QUALITY_MODEL = "veritas"
 DEFAULT_SAFETY_MODEL = "collinear_guard"
-DEFAULT_PLATFORM_TIMEOUT = 300.0
 DEFAULT_SYNTH_PROMPT = (
     "Rewrite the example as a new, realistic request of the same kind, with the same structure and a different "
     "wording and details."
 )
 
 _S = pa.string()
-
-# --- which platform ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PlatformTarget:
-    """Where the assessment steps send their calls. The token is masked in repr."""
-
-    url: str
-    token: str = field(repr=False)
-    space_id: str
-    embedded: bool
-
-    def client(self, timeout: float = DEFAULT_PLATFORM_TIMEOUT) -> PlatformClient:
-        return PlatformClient(self.url, self.token, timeout=timeout)
-
-
-@contextmanager
-def open_platform(data_dir: Path, environ: Mapping[str, str] | None = None) -> Iterator[PlatformTarget]:
-    """The hosted platform when `PLATFORM_URL` is set (token in `PLATFORM_TOKEN`, space in `PLATFORM_SPACE_ID`),
-    else the embedded local platform on `data_dir` (simulated judges unless `PLATFORM_MODELS_FILE` says otherwise)."""
-    env = os.environ if environ is None else environ
-    url = env.get(PLATFORM_URL_ENV)
-    if url:
-        token, space = env.get(PLATFORM_TOKEN_ENV), env.get(PLATFORM_SPACE_ENV)
-        missing = [name for name, value in ((PLATFORM_TOKEN_ENV, token), (PLATFORM_SPACE_ENV, space)) if not value]
-        if missing:
-            raise ValueError(f"{PLATFORM_URL_ENV} is set, so set {' and '.join(missing)} as well")
-        assert token is not None and space is not None
-        yield PlatformTarget(url=url, token=token, space_id=str(uuid.UUID(space)), embedded=False)
-        return
-    with EmbeddedPlatform(data_dir, models=ModelRegistry.from_env(env)) as platform:
-        yield PlatformTarget(url=platform.url, token=platform.token, space_id=platform.space_id, embedded=True)
-
 
 # --- dataset rows from verified rollouts --------------------------------------------------------------------
 
@@ -667,7 +628,12 @@ def synthetic_rows_table(
 
 
 def assessment_dataset_step(
-    data_dir: Path, warehouse: Warehouse, model_key: str, scenario_key: str, sweep_id: str | None = None
+    target: PlatformTarget,
+    data_dir: Path,
+    warehouse: Warehouse,
+    model_key: str,
+    scenario_key: str,
+    sweep_id: str | None = None,
 ) -> DatasetManifest | None:
     """Upload the sweep's verified rollouts of the partition (None: the partition's newest sweep) as dataset rows,
     once per content, and keep the manifest for `judgements_step`."""
@@ -677,7 +643,7 @@ def assessment_dataset_step(
     path = manifest_path(data_dir, model_key, scenario_key, sweep_id)
     previous = DatasetManifest.load(path) if path.is_file() else None
 
-    async def go(target: PlatformTarget) -> DatasetManifest | None:
+    async def go() -> DatasetManifest | None:
         async with target.client() as client:
             return await upload_partition(
                 client,
@@ -689,15 +655,19 @@ def assessment_dataset_step(
                 previous=previous,
             )
 
-    with open_platform(data_dir) as target:
-        manifest = asyncio.run(go(target))
+    manifest = asyncio.run(go())
     if manifest is not None and manifest != previous:
         manifest.save(path)
     return manifest
 
 
 def judgements_step(
-    data_dir: Path, warehouse: Warehouse, model_key: str, scenario_key: str, sweep_id: str | None = None
+    target: PlatformTarget,
+    data_dir: Path,
+    warehouse: Warehouse,
+    model_key: str,
+    scenario_key: str,
+    sweep_id: str | None = None,
 ) -> JudgeSummary | None:
     """Judge the sweep's uploaded dataset (quality and safety) with the judges created before when they still
     exist, and write the sweep's `judgements` rows (its own file)."""
@@ -711,13 +681,12 @@ def judgements_step(
     setup = JudgeSetup()
     known = judges_path(data_dir)
 
-    async def go(target: PlatformTarget) -> JudgeSummary:
+    async def go() -> JudgeSummary:
         async with target.client() as client:
             reuse = load_known_judges(known, manifest.space_id, setup)
             return await judge_manifest(client, manifest, setup=setup, reuse=reuse)
 
-    with open_platform(data_dir) as target:
-        summary = asyncio.run(go(target))
+    summary = asyncio.run(go())
     save_known_judges(known, manifest.space_id, summary.judges)
     warehouse.write(
         "judgements",
@@ -729,16 +698,17 @@ def judgements_step(
     return summary
 
 
-def synthetic_rows_step(data_dir: Path, warehouse: Warehouse, scenario: ScenarioFiles, multiplier: int = 4) -> int:
+def synthetic_rows_step(
+    target: PlatformTarget, warehouse: Warehouse, scenario: ScenarioFiles, multiplier: int = 4
+) -> int:
     """Expand the scenario's seed examples with synthetic-data generation and write `synthetic_rows`."""
     examples = seed_examples(scenario)
 
-    async def go(target: PlatformTarget) -> list[ParsedSyntheticRow]:
+    async def go() -> list[ParsedSyntheticRow]:
         async with target.client() as client:
             return await expand_synthetic(client, examples, multiplier)
 
-    with open_platform(data_dir) as target:
-        rows = asyncio.run(go(target))
+    rows = asyncio.run(go())
     table = synthetic_rows_table(scenario.scenario_id, rows, model_id=SIM_SYNTH_MODEL_ID, prompt=DEFAULT_SYNTH_PROMPT)
     warehouse.write_scenario_table(
         "synthetic_rows", table, scenario_key=scenario.key, file_stem=f"synth-{SIM_SYNTH_MODEL_ID}"

@@ -63,6 +63,7 @@ def launch_request(
         "error_retries": sweep.error_retries,
         "error_retry_backoff_seconds": sweep.error_retry_backoff_seconds,
         "verifier_timeout_seconds": sweep.verifier_timeout_seconds,
+        "rollout_timeout_seconds": sweep.rollout_timeout_seconds,
     }
     if model.user_model:
         npc_model = next((m for m in sweep.models if m.name == model.user_model), None)
@@ -121,6 +122,10 @@ def trace_path(traces_root: Path, model_key: str, scenario_key: str, rollout_id:
     return traces_root / f"model={model_key}" / f"scenario={scenario_key}" / f"{rollout_id}.json"
 
 
+class RunNotLaunched(LookupError):
+    """The partition's run is not on the service: its `eval_run` step has not launched it."""
+
+
 def run_and_collect(
     backend: EvaluationBackend,
     request: RunLaunchRequest,
@@ -132,11 +137,35 @@ def run_and_collect(
     timeout_seconds: float,
     progress: ProgressCallback | None = None,
 ) -> CollectSummary:
-    """Launch (or resume) the partition's run, wait for it, and write its rollouts to the warehouse.
+    """Launch (or resume) the partition's run, then `wait_and_collect` it: both sweep steps, for callers that
+    run a partition outside Dagster."""
+    backend.launch_or_resume(request)
+    return wait_and_collect(
+        backend, request, ctx, scenario, warehouse, traces_root, timeout_seconds=timeout_seconds, progress=progress
+    )
 
-    Idempotent: files are named by run id, so a re-run replaces them rather than adding rows.
+
+def wait_and_collect(
+    backend: EvaluationBackend,
+    request: RunLaunchRequest,
+    ctx: RolloutContext,
+    scenario: ScenarioFiles,
+    warehouse: Warehouse,
+    traces_root: Path,
+    *,
+    timeout_seconds: float,
+    progress: ProgressCallback | None = None,
+) -> CollectSummary:
+    """Wait for the partition's launched run and write its rollouts to the warehouse. Never launches.
+
+    Idempotent: files are named by run id, so a re-run replaces them rather than adding rows. A rollout's
+    artifacts are read where the service wrote them when it shares this disk (the local service), and copied
+    under `traces_root` only from a remote one, so each is stored once.
     """
-    run_id = backend.launch_or_resume(request)
+    launched = backend.find_run(ctx.run_name)
+    if launched is None:
+        raise RunNotLaunched(f"run {ctx.run_name!r} is not on the {backend.name} service; materialise eval_run first")
+    run_id = launched.run_id
     backend.complete_run(run_id, request, timeout_seconds=timeout_seconds, progress=progress)
     by_status: Counter[str] = Counter()
     by_error_class: Counter[str] = Counter()
@@ -170,11 +199,7 @@ def run_and_collect(
                 artifacts: RunArtifacts | None = None
                 path: str | None = None
                 if rollout.status.is_terminal:
-                    artifacts = backend.get_artifacts(rollout.rollout_id)
-                    if artifacts is not None:
-                        target = trace_path(traces_root, ctx.model_key, ctx.scenario_key, rollout.rollout_id)
-                        artifacts.dump(target)
-                        path = str(target)
+                    artifacts, path = _artifacts_of(backend, run_id, rollout.rollout_id, ctx, traces_root)
                 collected.append((rollout, artifacts, path))
             yield rollout_tables(ctx, collected)
         if not by_status:
@@ -187,6 +212,21 @@ def run_and_collect(
     return CollectSummary(
         run_id, sum(by_status.values()), dict(by_status), rows_written, preview, dict(by_error_class), retries
     )
+
+
+def _artifacts_of(
+    backend: EvaluationBackend, run_id: str, rollout_id: str, ctx: RolloutContext, traces_root: Path
+) -> tuple[RunArtifacts | None, str | None]:
+    """A finished rollout's artifacts and the file that holds them (None, None: it has none)."""
+    local = backend.artifacts_file(run_id, rollout_id)
+    if local is not None:
+        return RunArtifacts.model_validate_json(local.read_bytes()), str(local)
+    artifacts = backend.get_artifacts(rollout_id)
+    if artifacts is None:
+        return None, None
+    target = trace_path(traces_root, ctx.model_key, ctx.scenario_key, rollout_id)
+    artifacts.dump(target)
+    return artifacts, str(target)
 
 
 def safe_stem(text: str) -> str:

@@ -115,6 +115,9 @@ DEFAULT_ERROR_RETRY_BACKOFF_SECONDS = 1.0
 MAX_ERROR_RETRY_BACKOFF_SECONDS = 300.0
 DEFAULT_VERIFIER_TIMEOUT_SECONDS = 30.0
 MAX_VERIFIER_TIMEOUT_SECONDS = 3600.0
+#: One rollout's time limit when a launch does not say (the sweep option `rollout_timeout_seconds`).
+DEFAULT_ROLLOUT_TIMEOUT_SECONDS = 300.0
+MAX_ROLLOUT_TIMEOUT_SECONDS = 86400.0
 
 MSG_MAX_STEPS = "Max steps reached without final assistant response"
 MSG_CANCELLED = "Cancelled"
@@ -153,6 +156,8 @@ class RunLaunchRequest(StrictModel):
     error_retry_backoff_seconds: float | None = Field(default=None, ge=0, le=MAX_ERROR_RETRY_BACKOFF_SECONDS)
     #: local extension: how long one verifier may run on one rollout before it costs a `verifier` error.
     verifier_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_VERIFIER_TIMEOUT_SECONDS)
+    #: local extension: one rollout's time limit; None means the service's own (DEFAULT_ROLLOUT_TIMEOUT_SECONDS).
+    rollout_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_ROLLOUT_TIMEOUT_SECONDS)
 
     @model_validator(mode="after")
     def _check_overrides_and_source(self) -> RunLaunchRequest:

@@ -21,9 +21,11 @@ from eval_pipelines.schemas.runs import (
     AGENT_PATH_PATTERN,
     DEFAULT_ERROR_RETRIES,
     DEFAULT_ERROR_RETRY_BACKOFF_SECONDS,
+    DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
     DEFAULT_VERIFIER_TIMEOUT_SECONDS,
     MAX_ERROR_RETRIES,
     MAX_ERROR_RETRY_BACKOFF_SECONDS,
+    MAX_ROLLOUT_TIMEOUT_SECONDS,
     MAX_VERIFIER_TIMEOUT_SECONDS,
 )
 
@@ -91,7 +93,9 @@ class SweepConfig(StrictModel):
     models: list[SweepModel] = Field(min_length=1)
     rollout_count: int = Field(default=3, ge=1)
     max_parallel: int = Field(default=8, ge=1)
-    rollout_timeout_seconds: float = Field(default=300.0, gt=0)
+    rollout_timeout_seconds: float = Field(
+        default=DEFAULT_ROLLOUT_TIMEOUT_SECONDS, gt=0, le=MAX_ROLLOUT_TIMEOUT_SECONDS
+    )
     task_ids: list[str] | None = Field(default=None, description="default: every task of each scenario")
     cron: str | None = Field(default=None, description="schedule for this sweep; none means manual only")
     rubric_judge: SweepModel | None = Field(

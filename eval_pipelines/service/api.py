@@ -63,8 +63,8 @@ from eval_pipelines.schemas.service_wire import (
 from eval_pipelines.schemas.sweep import SIMULATED_BASE_URL
 from eval_pipelines.schemas.taskgen import JobStatus, ModelConfigTestResult, TaskGenJob, TaskGenRequest, TaskGenResults
 from eval_pipelines.service.auth import API_KEY_HEADER, Permission
-from eval_pipelines.service.embedded import service_paths
 from eval_pipelines.service.executor import InvalidRequest, NotFound, RunExecutor
+from eval_pipelines.service.layout import service_paths
 from eval_pipelines.service.model_probe import probe_model
 from eval_pipelines.service.runtime import shared_runtime
 from eval_pipelines.service.scheduler import ConfigMismatch, Overloaded, RunScheduler

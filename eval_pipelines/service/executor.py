@@ -29,6 +29,7 @@ from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import (
     DEFAULT_ERROR_RETRIES,
     DEFAULT_ERROR_RETRY_BACKOFF_SECONDS,
+    DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
     DEFAULT_VERIFIER_TIMEOUT_SECONDS,
     MSG_CANCELLED,
     MSG_COST_CEILING,
@@ -46,6 +47,7 @@ from eval_pipelines.schemas.runs import (
     TerminationReason,
 )
 from eval_pipelines.schemas.scenarios import NpcProfile, Task
+from eval_pipelines.service.layout import rollout_artifacts_path
 from eval_pipelines.service.store import NewRollout, ProgressEvent, Runner, RunStore
 from eval_pipelines.service.workers import WorkerJob, WorkerProcess, rollout_workers, split_parallel
 from eval_pipelines.toolservers.admin import DEFAULT_MAX_CONNECTIONS, ToolServerAdmin
@@ -54,7 +56,6 @@ from eval_pipelines.verifiers.isolation import VerifierPool
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PARALLEL = 8
-DEFAULT_ROLLOUT_TIMEOUT = 300.0
 #: len(task_ids) x rollout_count of one run; a larger launch is refused before anything is allocated.
 DEFAULT_MAX_ROLLOUTS_PER_RUN = 10_000
 #: How often an executing run looks for a cancel request made by another process.
@@ -280,7 +281,7 @@ class RunExecutor:
         return directory if (directory / "__init__.py").is_file() else None
 
     def artifacts_path(self, run_id: str, rollout_id: str) -> Path:
-        return self.artifacts_dir / run_id / f"{rollout_id}.json"
+        return rollout_artifacts_path(self.artifacts_dir, run_id, rollout_id)
 
     async def execute(
         self,
@@ -288,7 +289,7 @@ class RunExecutor:
         model_config: ModelConfig,
         *,
         max_parallel: int | None = None,
-        timeout_seconds: float = DEFAULT_ROLLOUT_TIMEOUT,
+        timeout_seconds: float = DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
         on_rollout_done: Callable[[Rollout], None] | None = None,
         user_model_config: ModelConfig | None = None,
     ) -> Run:
@@ -303,6 +304,7 @@ class RunExecutor:
             raise NotFound(f"run {run_id!r} not found")
         request = self.store.run_request(run_id) or {}
         parallel = max_parallel or request.get("max_parallel") or DEFAULT_MAX_PARALLEL
+        timeout_seconds = request.get("rollout_timeout_seconds") or timeout_seconds
         resolved = self.runtime.resolve(model_config)
         resolved_user = None if user_model_config is None else self.runtime.resolve(user_model_config)
         shares = split_parallel(parallel, rollout_workers(parallel, self.workers))

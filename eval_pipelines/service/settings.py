@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval_pipelines.scenarios.catalog import default_scenarios_dir
+from eval_pipelines.schemas.runs import DEFAULT_ROLLOUT_TIMEOUT_SECONDS
 from eval_pipelines.service.auth import ApiKeyRegistry
-from eval_pipelines.service.executor import DEFAULT_MAX_ROLLOUTS_PER_RUN, DEFAULT_ROLLOUT_TIMEOUT
+from eval_pipelines.service.executor import DEFAULT_MAX_ROLLOUTS_PER_RUN
 from eval_pipelines.service.taskgen_jobs import TaskGenerator
 from eval_pipelines.taskgen.default import DefaultTaskGenerator
 
@@ -28,7 +29,7 @@ class ServiceSettings:
     retry_after_seconds: int = DEFAULT_RETRY_AFTER_SECONDS
     #: len(task_ids) x rollout_count of one run (400 beyond it).
     max_rollouts_per_run: int = DEFAULT_MAX_ROLLOUTS_PER_RUN
-    rollout_timeout_seconds: float = DEFAULT_ROLLOUT_TIMEOUT
+    rollout_timeout_seconds: float = DEFAULT_ROLLOUT_TIMEOUT_SECONDS
     model_test_timeout_seconds: float = DEFAULT_MODEL_TEST_TIMEOUT
     #: On shutdown, how long active runs may finish before they are stopped (and failed, resumable).
     drain_seconds: float = DEFAULT_DRAIN_SECONDS

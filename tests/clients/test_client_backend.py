@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,7 +17,6 @@ from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.pipeline.steps import run_and_collect, verify_partition
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import Rollout, RolloutStatus, RunLaunchRequest
-from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
 from tests.service.eval_service_support import SCENARIO, WRITE_KEY, RunningService, launch
@@ -105,11 +104,11 @@ def _collect(backend: object, request: RunLaunchRequest, root: Path, name: str) 
 
 
 def test_pipeline_steps_write_the_same_tables_on_http_and_embedded(
-    backend: HttpEvaluationBackend, tmp_path: Path
+    backend: HttpEvaluationBackend, tmp_path: Path, local_backend: Callable[..., HttpEvaluationBackend]
 ) -> None:
     request = launch(["email_ops_001", "email_ops_003"], rollout_count=2, run_name=f"pipe-{uuid.uuid4().hex}")
     over_http, http_rows = _collect(backend, request, tmp_path, "http")
-    embedded = EmbeddedEvaluationService(tmp_path / "embedded-data")
+    embedded = local_backend(tmp_path / "embedded-data")
     in_process, embedded_rows = _collect(embedded, request, tmp_path, "embedded")
     assert http_rows == embedded_rows == 4
     http_table = pq.read_table(next(over_http.rglob("*.parquet")))

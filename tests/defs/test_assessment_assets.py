@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from eval_pipelines.definitions import assets_by_name
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
-from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 
 SWEEP = """
 name: assess
@@ -30,6 +30,7 @@ def test_judgements_cover_every_rollout(tmp_path: Path) -> None:
     resources = {
         "paths": EvalPaths(data_dir=str(data), sweeps_dir=str(sweeps)),
         "eval_service": EvalService(data_dir=str(data)),
+        "assessment_platform": AssessmentPlatform(data_dir=str(data)),
     }
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(MODELS.name or "", ["sim-oracle"])

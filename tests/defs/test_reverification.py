@@ -12,7 +12,7 @@ import pytest
 from eval_pipelines.definitions import build_assets, build_definitions
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
-from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from eval_pipelines.paths import scenarios_dir
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from tests.support.scripted_llm import Script, create_scripted_app
@@ -53,6 +53,7 @@ def test_verifier_edit_triggers_one_backfill_without_model_calls(
     resources = {
         "paths": EvalPaths(data_dir=str(data), sweeps_dir=str(sweeps), scenarios_dir=str(scenarios)),
         "eval_service": EvalService(data_dir=str(data), scenarios_dir=str(scenarios)),
+        "assessment_platform": AssessmentPlatform(data_dir=str(data)),
     }
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(MODELS.name or "", ["sim-oracle", "sim-noop"])

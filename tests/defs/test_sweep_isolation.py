@@ -18,7 +18,7 @@ import duckdb
 from eval_pipelines.definitions import assets_by_name
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
-from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from eval_pipelines.platform.config import platform_store_path
 from eval_pipelines.warehouse.catalog import build_catalog
 
@@ -67,6 +67,7 @@ def test_a_second_sweep_leaves_the_first_sweeps_verdicts_as_they_were(tmp_path: 
     resources = {
         "paths": EvalPaths(data_dir=str(data), sweeps_dir=str(sweeps)),
         "eval_service": EvalService(data_dir=str(data)),
+        "assessment_platform": AssessmentPlatform(data_dir=str(data)),
     }
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(MODELS.name or "", ["sim-noisy"])

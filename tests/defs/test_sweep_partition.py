@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+from eval_pipelines.clients.evaluation import EvaluationClientSync
 from eval_pipelines.definitions import build_assets, defs
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, eval_catalog, eval_run, rollouts
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIO_MODEL, SCENARIOS, partition_of
-from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 
 SWEEP = """
 name: tiny
@@ -34,6 +36,7 @@ def setup(tmp_path: Path) -> tuple[dg.DagsterInstance, dict[str, object], Path]:
     resources = {
         "paths": EvalPaths(data_dir=str(data), sweeps_dir=str(sweeps)),
         "eval_service": EvalService(data_dir=str(data)),
+        "assessment_platform": AssessmentPlatform(data_dir=str(data)),
     }
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(MODELS.name or "", ["sim-oracle", "sim-noop"])
@@ -98,3 +101,30 @@ def test_asset_graph_and_partitions() -> None:
     }
     assert graph.get(dg.AssetKey("rollouts")).partitions_def == SCENARIO_MODEL
     assert SCENARIO_MODEL.partition_dimension_names == ["model", "scenario"]
+
+
+def test_a_partition_launches_its_run_once_and_stores_each_artifact_once(
+    setup: tuple[dg.DagsterInstance, dict[str, object], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eval_run is the only launcher (rollouts waits and collects, with no resume on the healthy path), both reach
+    the service through its client, and each rollout's artifacts exist in one file, the one the rows point to."""
+    instance, resources, data = setup
+    calls: list[str] = []
+    for method in ("launch_run", "resume_run"):
+        original = getattr(EvaluationClientSync, method)
+
+        def recorded(self: EvaluationClientSync, *args: Any, _name: str = method, _call: Any = original) -> Any:
+            calls.append(_name)
+            return _call(self, *args)
+
+        monkeypatch.setattr(EvaluationClientSync, method, recorded)
+
+    assert _materialise(instance, resources, "sim-oracle").success
+    assert calls == ["launch_run"]
+
+    part = data / "warehouse" / "rollouts" / "model=sim-oracle" / "scenario=email_ops_1.0.0"
+    rows = pq.read_table(next(part.glob("*.parquet")), columns=["rollout_id", "artifacts_path"]).to_pylist()
+    assert len(rows) == 4
+    for row in rows:
+        copies = [p for p in data.rglob(f"{row['rollout_id']}.json") if p.is_file()]
+        assert copies == [Path(row["artifacts_path"])], copies

@@ -19,7 +19,7 @@ from eval_pipelines.definitions import build_assets
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
 from eval_pipelines.defs.evals.executors import CELERY_SWEEP_JOB, celery_sweep_job
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, partition_of
-from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 
 SCENARIO_KEY = "email_ops_1.0.0"
 
@@ -28,7 +28,7 @@ def sweep_job_on_celery() -> dg.JobDefinition:
     defs = dg.Definitions(
         assets=build_assets(),
         jobs=[celery_sweep_job],
-        resources={"paths": EvalPaths(), "eval_service": EvalService()},
+        resources={"paths": EvalPaths(), "eval_service": EvalService(), "assessment_platform": AssessmentPlatform()},
     )
     return defs.resolve_job_def(CELERY_SWEEP_JOB)
 

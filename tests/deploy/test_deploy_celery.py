@@ -26,7 +26,7 @@ from eval_pipelines.definitions import build_assets
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
 from eval_pipelines.defs.evals.executors import BACKEND_URL_ENV, BROKER_URL_ENV
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
-from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from tests.deploy.conftest import REPO, SCENARIO_KEY, PostgresHome, set_pool_limits, tiny_sweep
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -241,6 +241,7 @@ def _in_process_sweep(data_dir: Path, sweeps_dir: Path) -> None:
     resources = {
         "paths": EvalPaths(data_dir=str(data_dir), sweeps_dir=str(sweeps_dir)),
         "eval_service": EvalService(data_dir=str(data_dir)),
+        "assessment_platform": AssessmentPlatform(data_dir=str(data_dir)),
     }
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(MODELS.name or "", [m for m, _ in SWEEP_MODELS])

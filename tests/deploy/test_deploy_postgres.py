@@ -9,7 +9,7 @@ import pytest
 from eval_pipelines.definitions import build_assets
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
-from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from tests.deploy.conftest import SCENARIO_KEY, PostgresHome, sweep_pools, tiny_sweep
 
 pytestmark = pytest.mark.services
@@ -22,6 +22,7 @@ def test_a_sweep_lives_in_postgres(postgres_home: PostgresHome) -> None:
     resources = {
         "paths": EvalPaths(data_dir=str(postgres_home.data_dir), sweeps_dir=str(postgres_home.sweeps_dir)),
         "eval_service": EvalService(data_dir=str(postgres_home.data_dir)),
+        "assessment_platform": AssessmentPlatform(data_dir=str(postgres_home.data_dir)),
     }
     with dg.DagsterInstance.get() as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"

@@ -3,6 +3,7 @@ embedded platform, `judgements` for every rollout, the DuckDB views, and synthet
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from eval_pipelines.clients.platform import PlatformClient
+from eval_pipelines.local.services import local_evaluation_service, open_platform
 from eval_pipelines.pipeline.assessment import (
     JUDGEMENTS,
     SYNTHETIC_ROWS,
@@ -28,7 +30,6 @@ from eval_pipelines.pipeline.assessment import (
     judgements_file_stem,
     judgements_table,
     manifest_path,
-    open_platform,
     seed_examples,
     synthetic_rows_table,
     upload_and_judge,
@@ -41,7 +42,6 @@ from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.platform import DatasetRow
 from eval_pipelines.schemas.sweep import SweepConfig
-from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.warehouse.catalog import build_catalog
 from eval_pipelines.warehouse.metrics import JUDGE_SCORES_BY_MODEL, JUDGE_VERIFIER_AGREEMENT, JUDGEMENTS_LATEST
 from eval_pipelines.warehouse.rows import RolloutContext
@@ -70,20 +70,20 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     catalog = ScenarioCatalog()
     scenario = catalog.get(SCENARIO_ID)
-    backend = EmbeddedEvaluationService(data, catalog)
-    warehouse = Warehouse(data / "warehouse")
-    for model in sweep.models:
-        request = launch_request(sweep, model, scenario, SWEEP_ID)
-        ctx = RolloutContext(
-            sweep_id=SWEEP_ID,
-            run_name=request.run_name or "",
-            model_key=model.name,
-            scenario_key=SCENARIO_KEY,
-            model_name=model.name,
-            is_simulated=True,
-        )
-        run_and_collect(backend, request, ctx, scenario, warehouse, data / "traces", timeout_seconds=120)
-        verify_partition(warehouse, scenario, model.name, SCENARIO_KEY)
+    with local_evaluation_service(data, catalog.root) as local, contextlib.closing(local.backend()) as backend:
+        warehouse = Warehouse(data / "warehouse")
+        for model in sweep.models:
+            request = launch_request(sweep, model, scenario, SWEEP_ID)
+            ctx = RolloutContext(
+                sweep_id=SWEEP_ID,
+                run_name=request.run_name or "",
+                model_key=model.name,
+                scenario_key=SCENARIO_KEY,
+                model_name=model.name,
+                is_simulated=True,
+            )
+            run_and_collect(backend, request, ctx, scenario, warehouse, data / "traces", timeout_seconds=120)
+            verify_partition(warehouse, scenario, model.name, SCENARIO_KEY)
     return data
 
 

@@ -4,16 +4,16 @@ the built-in scenarios that a test may break, and an isolated Dagster home and d
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.llm.sim_npc import SIM_NPC, sim_npc_persona
 from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
-from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.toolservers.app import create_app
 from eval_pipelines.toolservers.email import EmailServer
 from tests.reliability.support_faults import (
@@ -81,9 +81,12 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def backend(data_dir: Path, catalog: ScenarioCatalog) -> EmbeddedEvaluationService:
-    """The embedded evaluation backend on a fresh data directory (store and artifacts under data_dir/service)."""
-    return EmbeddedEvaluationService(data_dir, catalog)
+def backend(
+    data_dir: Path, catalog: ScenarioCatalog, local_backend: Callable[..., HttpEvaluationBackend]
+) -> HttpEvaluationBackend:
+    """The embedded default on a fresh data directory: the local service (store and artifacts under
+    data_dir/service) through its client."""
+    return local_backend(data_dir, catalog)
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Small runs of the built-in `email_ops` scenario through the real pipeline pieces, and what they left behind.
 
-A run goes through the embedded evaluation backend (`EmbeddedEvaluationService`: run store, executor, engine,
+A run goes through the embedded default (the local evaluation service through its client: run store, executor, engine,
 the local tool servers and simulated models over loopback HTTP) and `pipeline.steps.run_and_collect`, which
 writes the warehouse. The helpers here only build requests and read results back.
 """
@@ -155,7 +155,10 @@ def collect(
     *,
     timeout_seconds: float = 20.0,
 ) -> CollectedRun:
-    """`run_and_collect` for one partition: launch, wait, write the warehouse; then read everything back."""
+    """`run_and_collect` for one partition: launch, wait, write the warehouse; then read everything back.
+    `timeout_seconds` is each rollout's limit, unless the request sets its own."""
+    if request.rollout_timeout_seconds is None:
+        request = request.model_copy(update={"rollout_timeout_seconds": timeout_seconds})
     warehouse = Warehouse(data_dir / "warehouse")
     summary = run_and_collect(
         backend,

@@ -278,7 +278,7 @@ def test_a_user_error_inside_a_step_is_not_retried(tmp_path: Path) -> None:
     from eval_pipelines.definitions import assets_by_name
     from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, USER_ERROR_METADATA
     from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
-    from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+    from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 
     sweeps = tmp_path / "sweeps"
     sweeps.mkdir()
@@ -296,6 +296,7 @@ def test_a_user_error_inside_a_step_is_not_retried(tmp_path: Path) -> None:
         resources={
             "paths": EvalPaths(data_dir=str(data), sweeps_dir=str(sweeps)),
             "eval_service": EvalService(data_dir=str(data)),
+            "assessment_platform": AssessmentPlatform(data_dir=str(data)),
         },
         tags={SWEEP_TAG: "huge", SWEEP_ID_TAG: "huge-1"},
         raise_on_error=False,

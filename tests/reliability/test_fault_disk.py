@@ -5,20 +5,26 @@ made impossible without any privilege: a regular FILE sits where a folder must g
 fails with NotADirectoryError), or a FOLDER sits where one rollout's artifact file must go (that one write fails
 with IsADirectoryError). Both behave like a read-only or failing disk for exactly the paths chosen.
 
-Three places are written: the service's artifact files (`<data>/service/artifacts/<run>/<rollout>.json`, by the
-executor), and the pipeline's trace copies (`<data>/artifacts/...`) and Parquet files (`<data>/warehouse/...`),
-by `run_and_collect`.
+Two places are written: the service's artifact files (`<data>/service/artifacts/<run>/<rollout>.json`, by the
+executor; the pipeline reads them there, as it shares the local service's disk) and the Parquet files
+(`<data>/warehouse/...`), by `run_and_collect`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.llm.sim_npc import SIM_NPC, sim_npc_persona
+from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import RolloutStatus, TerminationReason
-from eval_pipelines.service.embedded import EmbeddedEvaluationService, service_paths
+from eval_pipelines.service.layout import rollout_artifacts_path, service_paths
 from tests.reliability.support_faults import ModelFactory
 from tests.reliability.support_runs import (
     SCENARIO_ID,
@@ -39,15 +45,33 @@ def _block(path: Path, *, as_file: bool) -> None:
         path.mkdir()
 
 
+class GatedModel:
+    """The simulated models, answering nothing until `opened` is set: a launched run waits at its first model
+    call, so a test can act on the rollouts the launch created before any of them writes its artifacts."""
+
+    def __init__(self, catalog: ScenarioCatalog) -> None:
+        self.inner = create_sim_app(ReferenceBook.from_catalog(catalog), personas={SIM_NPC: sim_npc_persona})
+        self.opened = threading.Event()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            while not self.opened.is_set():
+                await asyncio.sleep(0.01)
+        await self.inner(scope, receive, send)
+
+
 def test_one_unwritable_artifact_file_fails_only_that_rollout(
-    backend: EmbeddedEvaluationService, catalog: ScenarioCatalog, data_dir: Path
+    backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path, serve: Any
 ) -> None:
-    request = launch_request(model_config("sim://local"))
+    model = GatedModel(catalog)
+    server = serve(model)
+    request = launch_request(model_config(f"{server.url}/v1"))
     run_id = backend.launch_or_resume(request)  # the rollout ids exist from launch on, so one file can be blocked
     target = next(r for r in backend.list_rollouts(run_id) if r.task_id == TARGET_TASK)
-    _block(backend.executor.artifacts_path(run_id, target.rollout_id), as_file=False)
+    _block(rollout_artifacts_path(service_paths(data_dir)[1], run_id, target.rollout_id), as_file=False)
+    model.opened.set()
 
-    run = collect(backend, request, catalog.get(SCENARIO_ID), data_dir)  # resumes the same run
+    run = collect(backend, request, catalog.get(SCENARIO_ID), data_dir)  # finds the same run
     assert run.summary.run_id == run_id
     failed = run.rollouts[TARGET_TASK]
     assert (failed.status, failed.termination_reason) == (RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR)
@@ -61,7 +85,7 @@ def test_one_unwritable_artifact_file_fails_only_that_rollout(
 
 
 def test_unwritable_artifacts_folder_fails_every_rollout_with_a_reason(
-    backend: EmbeddedEvaluationService, catalog: ScenarioCatalog, data_dir: Path
+    backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path
 ) -> None:
     _, artifacts_dir = service_paths(data_dir)
     _block(artifacts_dir, as_file=True)
@@ -75,11 +99,9 @@ def test_unwritable_artifacts_folder_fails_every_rollout_with_a_reason(
     assert run.summary.by_status == {"failed": len(TASK_IDS)}
 
 
-@pytest.mark.parametrize("folder", ["artifacts", "warehouse"])
-def test_unwritable_pipeline_output_loses_no_completed_rollout(
-    folder: str,
+def test_unwritable_warehouse_loses_no_completed_rollout(
     faulty_model: ModelFactory,
-    backend: EmbeddedEvaluationService,
+    backend: HttpEvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -87,7 +109,7 @@ def test_unwritable_pipeline_output_loses_no_completed_rollout(
     disk is back writes every row without running a single rollout (or model call) again."""
     recorder, server = faulty_model(None)
     request = launch_request(model_config(f"{server.url}/v1"))
-    blocked = data_dir / folder
+    blocked = data_dir / "warehouse"
     _block(blocked, as_file=True)
 
     with pytest.raises(OSError) as raised:

@@ -10,17 +10,17 @@ asks the right NPC the right question) and a third-party NPC model that breaks.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.pipeline.steps import run_and_collect, verify_partition
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import ErrorClass, RunLaunchRequest
-from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.toolservers.npc import withheld_secrets
 from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
 from eval_pipelines.warehouse.rows import RolloutContext
@@ -43,7 +43,7 @@ def evasive_npc_model() -> Iterator[str]:
     server.stop()
 
 
-def _run(catalog: ScenarioCatalog, data_dir: Path, npc_base_url: str) -> dict[str, Any]:
+def _run(backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path, npc_base_url: str) -> dict[str, Any]:
     scenario = catalog.get(SCENARIO_ID)
     request = RunLaunchRequest.model_validate(
         {
@@ -59,7 +59,6 @@ def _run(catalog: ScenarioCatalog, data_dir: Path, npc_base_url: str) -> dict[st
     )
     ctx = RolloutContext("npc-faults", request.run_name or "", "m", scenario.key, "m", is_simulated=True)
     warehouse = Warehouse(data_dir / "warehouse")
-    backend = EmbeddedEvaluationService(data_dir, catalog)
     summary = run_and_collect(backend, request, ctx, scenario, warehouse, data_dir / "traces", timeout_seconds=60)
     [rollout] = backend.list_rollouts(summary.run_id)
     verify_partition(warehouse, scenario, "m", scenario.key)
@@ -82,10 +81,14 @@ def _run(catalog: ScenarioCatalog, data_dir: Path, npc_base_url: str) -> dict[st
 
 @pytest.mark.parametrize("npc", ["down", "evasive"])
 def test_a_failing_npc_model_is_an_npc_model_error_retried_and_left_out_of_the_pass_rate(
-    npc: str, catalog: ScenarioCatalog, data_dir: Path, request: pytest.FixtureRequest
+    npc: str,
+    catalog: ScenarioCatalog,
+    data_dir: Path,
+    request: pytest.FixtureRequest,
+    local_backend: Callable[..., HttpEvaluationBackend],
 ) -> None:
     base_url = f"http://127.0.0.1:{closed_port()}/v1" if npc == "down" else request.getfixturevalue("evasive_npc_model")
-    run = _run(catalog, data_dir, base_url)
+    run = _run(local_backend(data_dir, catalog), catalog, data_dir, base_url)
     result = run["result"]
     assert (result.error_class, result.attempts) == (ErrorClass.NPC_MODEL, 1 + RETRIES), result.message
     assert [e.error_class for e in result.attempt_errors] == [ErrorClass.NPC_MODEL] * RETRIES

@@ -8,15 +8,16 @@ way the `verification` asset does (`verify_partition`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.pipeline.steps import verify_partition
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import ErrorClass, RolloutStatus, TerminationReason
-from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from tests.reliability.support_runs import (
     MODEL_KEY,
     SCENARIO_ID,
@@ -46,9 +47,11 @@ def _break_verifier(scenarios: Path, body: str) -> None:
     path.write_text(f"{head}{anchor}{docstring}\n    {body}\n{rest}", encoding="utf-8")
 
 
-def _run(scenarios: Path, data_dir: Path) -> tuple[CollectedRun, EmbeddedEvaluationService, ScenarioCatalog]:
+def _run(
+    scenarios: Path, data_dir: Path, local_backend: Callable[..., HttpEvaluationBackend]
+) -> tuple[CollectedRun, HttpEvaluationBackend, ScenarioCatalog]:
     catalog = ScenarioCatalog(scenarios)
-    backend = EmbeddedEvaluationService(data_dir, catalog)
+    backend = local_backend(data_dir, catalog)
     request = launch_request(model_config("sim://local"))
     try:
         run = collect(backend, request, catalog.get(SCENARIO_ID), data_dir)
@@ -77,9 +80,11 @@ def _assert_verifier_crash_is_a_verifier_error(run: CollectedRun, data_dir: Path
     assert rows[TARGET_TASK]["success"] is False
 
 
-def test_verifier_that_raises_is_a_labelled_verifier_error(scenarios_copy: Path, data_dir: Path) -> None:
+def test_verifier_that_raises_is_a_labelled_verifier_error(
+    scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., HttpEvaluationBackend]
+) -> None:
     _break_verifier(scenarios_copy, CRASHES["raises"])
-    run, _, catalog = _run(scenarios_copy, data_dir)
+    run, _, catalog = _run(scenarios_copy, data_dir, local_backend)
     _assert_verifier_crash_is_a_verifier_error(run, data_dir)
     target = run.rollouts[TARGET_TASK].result
     assert target is not None and "RuntimeError: verifier bug: mailbox key missing" in target.verifiers[0].message
@@ -94,13 +99,17 @@ def test_verifier_that_raises_is_a_labelled_verifier_error(scenarios_copy: Path,
     assert verdicts[TARGET_TASK]["message"].startswith("Verifier error: RuntimeError")
 
 
-def test_verifier_that_calls_sys_exit_costs_one_verdict_not_the_run(scenarios_copy: Path, data_dir: Path) -> None:
+def test_verifier_that_calls_sys_exit_costs_one_verdict_not_the_run(
+    scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., HttpEvaluationBackend]
+) -> None:
     _break_verifier(scenarios_copy, CRASHES["exits"])
-    run, _, _ = _run(scenarios_copy, data_dir)
+    run, _, _ = _run(scenarios_copy, data_dir, local_backend)
     _assert_verifier_crash_is_a_verifier_error(run, data_dir)
 
 
-def test_unreadable_seed_file_fails_only_the_tasks_that_use_it(scenarios_copy: Path, data_dir: Path) -> None:
+def test_unreadable_seed_file_fails_only_the_tasks_that_use_it(
+    scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., HttpEvaluationBackend]
+) -> None:
     task_path = scenarios_copy / "email_ops" / "tasks" / f"{TARGET_TASK}.json"
     task = json.loads(task_path.read_text(encoding="utf-8"))
     task["seed_data"]["email"] = ["mailbox_broken.json"]
@@ -109,9 +118,12 @@ def test_unreadable_seed_file_fails_only_the_tasks_that_use_it(scenarios_copy: P
     broken.write_text((scenarios_copy / "email_ops" / "seed_data" / "mailbox.json").read_text(), encoding="utf-8")
 
     catalog = ScenarioCatalog(scenarios_copy)
-    catalog.get(SCENARIO_ID).tasks()  # loaded while valid (a broken file at load is a CLI error, exit 2)...
+    backend = local_backend(data_dir, catalog)
+    # Loaded while valid, by the service too (a broken file at load is a CLI error, exit 2, and a 500 from the
+    # service: its own files are broken)...
+    catalog.get(SCENARIO_ID).tasks()
+    backend.client.list_tasks(SCENARIO_ID)
     broken.write_text('{"emails": [', encoding="utf-8")  # ...then it breaks while the scenario is in use
-    backend = EmbeddedEvaluationService(data_dir, catalog)
     run = collect(backend, launch_request(model_config("sim://local")), catalog.get(SCENARIO_ID), data_dir)
     target = run.rollouts[TARGET_TASK]
     assert (target.status, target.termination_reason) == (

@@ -10,15 +10,15 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.pipeline.steps import run_and_collect
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import ErrorClass, RunLaunchRequest
-from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.service.runtime import shared_runtime
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
@@ -35,7 +35,9 @@ def slow_model() -> Iterator[str]:
         yield url
 
 
-def _run(catalog: ScenarioCatalog, data_dir: Path, model_url: str, freeze_after: float | None) -> tuple[float, list]:
+def _run(
+    backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path, model_url: str, freeze_after: float | None
+) -> tuple[float, list]:
     scenario = catalog.get("email_ops:1.0.0")
     request = RunLaunchRequest.model_validate(
         {
@@ -47,7 +49,6 @@ def _run(catalog: ScenarioCatalog, data_dir: Path, model_url: str, freeze_after:
             "error_retries": 0,
         }
     )
-    backend = EmbeddedEvaluationService(data_dir, catalog)
     ctx = RolloutContext("freeze", request.run_name or "", "m", scenario.key, "m", is_simulated=False)
     if freeze_after is not None:
         pid = shared_runtime(catalog).tool_host_pid
@@ -62,13 +63,21 @@ def _run(catalog: ScenarioCatalog, data_dir: Path, model_url: str, freeze_after:
 
 @pytest.mark.slow
 def test_a_frozen_tool_host_is_replaced_and_costs_only_its_rollouts(
-    catalog: ScenarioCatalog, tmp_path: Path, slow_model: str
+    catalog: ScenarioCatalog, tmp_path: Path, slow_model: str, local_backend: Callable[..., HttpEvaluationBackend]
 ) -> None:
-    normal, healthy = _run(catalog, tmp_path / "normal", slow_model, freeze_after=None)
+    normal, healthy = _run(
+        local_backend(tmp_path / "normal", catalog), catalog, tmp_path / "normal", slow_model, freeze_after=None
+    )
     assert all(r.result is not None and r.result.error_class is None for r in healthy)
     frozen_pid = shared_runtime(catalog).tool_host_pid
 
-    elapsed, rollouts = _run(catalog, tmp_path / "frozen", slow_model, freeze_after=REPLY_SECONDS * 1.5)
+    elapsed, rollouts = _run(
+        local_backend(tmp_path / "frozen", catalog),
+        catalog,
+        tmp_path / "frozen",
+        slow_model,
+        freeze_after=REPLY_SECONDS * 1.5,
+    )
     try:
         errors = [r for r in rollouts if r.result is not None and r.result.error_class is not None]
         assert errors, "the freeze hit no rollout"

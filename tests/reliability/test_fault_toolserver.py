@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, RolloutSpec
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.artifacts import META_STATE
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import MSG_TIMEOUT, ErrorClass, RolloutStatus, TerminationReason
-from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.verifiers.loader import load_verifier_package
 from tests.reliability.support_faults import Fault, ModelFactory, ToolFaultRule, ToolServerFactory, closed_port
@@ -40,7 +40,7 @@ from tests.reliability.support_runs import (
 
 
 def _run_on_faulty_tool_server(
-    backend: EmbeddedEvaluationService,
+    backend: HttpEvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
     tool_server_url: str,
@@ -70,7 +70,7 @@ def test_step_fault_fails_only_its_rollout_as_infrastructure_error(
     fault: Fault,
     message: str,
     faulty_tool_server: ToolServerFactory,
-    backend: EmbeddedEvaluationService,
+    backend: HttpEvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -85,7 +85,7 @@ def test_step_fault_fails_only_its_rollout_as_infrastructure_error(
 
 def test_tool_server_error_is_retried_in_a_fresh_workspace_and_the_retry_counts(
     faulty_tool_server: ToolServerFactory,
-    backend: EmbeddedEvaluationService,
+    backend: HttpEvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -110,7 +110,7 @@ def test_tool_server_error_is_retried_in_a_fresh_workspace_and_the_retry_counts(
 @pytest.mark.slow
 def test_step_that_never_answers_times_the_rollout_out(
     faulty_tool_server: ToolServerFactory,
-    backend: EmbeddedEvaluationService,
+    backend: HttpEvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -126,7 +126,7 @@ def test_step_that_never_answers_times_the_rollout_out(
 
 def test_tool_server_dying_mid_rollout_keeps_what_completed(
     faulty_tool_server: ToolServerFactory,
-    backend: EmbeddedEvaluationService,
+    backend: HttpEvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -164,7 +164,7 @@ def test_tool_server_dying_mid_rollout_keeps_what_completed(
 
 def test_failed_workspace_creation_is_a_workspace_error_for_that_rollout_only(
     faulty_tool_server: ToolServerFactory,
-    backend: EmbeddedEvaluationService,
+    backend: HttpEvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -270,7 +270,7 @@ async def test_provisioning_and_listing_faults_are_labelled(
 
 
 def test_a_dead_tool_server_is_a_tool_server_error_retried_and_left_out_of_the_pass_rate(
-    backend: EmbeddedEvaluationService, catalog: ScenarioCatalog, data_dir: Path
+    backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path
 ) -> None:
     """Nothing answers at the tool servers' address: every rollout is retried, then ends a tool_server error; the
     model gets no pass rate at all (NULL), never 0."""

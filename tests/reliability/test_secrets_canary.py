@@ -115,7 +115,7 @@ def _models_file(path: Path, model_url: str) -> Path:
 def _hosted_synthetic_rows(root: Path, models_file: Path, mp: pytest.MonkeyPatch) -> Path:
     """`synthetic_rows` against the platform app on loopback, reached as a hosted platform with a canary token."""
     from eval_pipelines.definitions import assets_by_name
-    from eval_pipelines.defs.evals.resources import EvalPaths
+    from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths
 
     platform_dir = root / "platform_server"
     settings = PlatformSettings(
@@ -131,7 +131,7 @@ def _hosted_synthetic_rows(root: Path, models_file: Path, mp: pytest.MonkeyPatch
             [assets_by_name()["synthetic_rows"]],
             partition_key="team_chat_1.0.0",
             instance=dg.DagsterInstance.get(),
-            resources={"paths": EvalPaths()},
+            resources={"paths": EvalPaths(), "assessment_platform": AssessmentPlatform()},
             raise_on_error=False,
         )
     assert result.success, "synthetic_rows failed against the hosted-mode platform"

@@ -12,15 +12,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from eval_pipelines.cli import EXIT_ERRORS
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.lib.confine import abi_version
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import ErrorClass, RolloutStatus
-from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from tests.reliability.support_runs import (
     SCENARIO_ID,
     TARGET_TASK,
@@ -48,13 +49,15 @@ def _hostile(scenarios: Path) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.parametrize("attack", ["os_exit", "endless_loop", "memory_blow_up", "writes_outside"])
-def test_hostile_verifier_costs_one_verdict(attack: str, scenarios_copy: Path, data_dir: Path) -> None:
+def test_hostile_verifier_costs_one_verdict(
+    attack: str, scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., HttpEvaluationBackend]
+) -> None:
     if attack == "writes_outside" and abi_version() < 1:
         pytest.skip("this kernel has no Landlock, so writes cannot be confined (the project's machines have it)")
     body, reason = _hostile(scenarios_copy)[attack]
     _break_verifier(scenarios_copy, body)
     catalog = ScenarioCatalog(scenarios_copy)
-    backend = EmbeddedEvaluationService(data_dir, catalog)
+    backend = local_backend(data_dir, catalog)
     request = launch_request(model_config("sim://local")).model_copy(
         update={"verifier_timeout_seconds": VERIFIER_TIMEOUT}
     )

@@ -11,18 +11,22 @@ import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from eval_pipelines.lib import aio
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.runs import Rollout, RolloutStatus, RunLaunchRequest, TerminationReason
-from eval_pipelines.service.embedded import EmbeddedEvaluationService, service_paths
+from eval_pipelines.schemas.runs import Rollout, RolloutStatus, Run, RunLaunchRequest, TerminationReason
+from eval_pipelines.service.executor import RunExecutor
+from eval_pipelines.service.layout import service_paths
+from eval_pipelines.service.runtime import shared_runtime
+from eval_pipelines.service.store import RunStore
 from eval_pipelines.service.workers import (
     WORKERS_ENV,
     WorkerJob,
@@ -67,14 +71,35 @@ def _request(url: str, tasks: int, rollout_count: int, max_parallel: int, name: 
     )
 
 
-def _launch_spread(
-    data_dir: Path, url: str, tasks: int, name: str
-) -> tuple[EmbeddedEvaluationService, RunLaunchRequest, str]:
+class SpreadRun:
+    """The service's executor driven directly (no HTTP, no scheduler): what these tests examine is how one
+    `execute` call spreads a run over worker processes."""
+
+    def __init__(self, data_dir: Path) -> None:
+        store_path, artifacts_dir = service_paths(data_dir)
+        catalog = ScenarioCatalog()
+        self.store = RunStore(store_path)
+        self.executor = RunExecutor(self.store, catalog, shared_runtime(catalog), artifacts_dir)
+        self.executor.workers = 2
+
+    def complete_run(
+        self, run_id: str, request: RunLaunchRequest, *, progress: Callable[[Rollout], None] | None = None
+    ) -> Run:
+        return aio.run(
+            self.executor.execute(
+                run_id, request.model_config_, max_parallel=request.max_parallel, on_rollout_done=progress
+            )
+        )
+
+    def list_rollouts(self, run_id: str) -> list[Rollout]:
+        return self.store.list_rollouts(run_id=run_id)
+
+
+def _launch_spread(data_dir: Path, url: str, tasks: int, name: str) -> tuple[SpreadRun, RunLaunchRequest, str]:
     """A launched run of `tasks` x 2 rollouts, max_parallel 4, on an executor that always uses 2 processes."""
-    service = EmbeddedEvaluationService(data_dir, ScenarioCatalog())
-    service.executor.workers = 2
+    service = SpreadRun(data_dir)
     request = _request(url, tasks=tasks, rollout_count=2, max_parallel=4, name=name)
-    return service, request, service.launch_or_resume(request)
+    return service, request, service.executor.launch(request).run_id
 
 
 def _rows(data_dir: Path, run_id: str) -> list[sqlite3.Row]:
@@ -181,7 +206,7 @@ def test_a_spread_run_runs_each_rollout_once_within_max_parallel(tmp_path: Path,
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        run = service.complete_run(run_id, request, timeout_seconds=60, progress=reported.append)
+        run = service.complete_run(run_id, request, progress=reported.append)
     finally:
         finished.set()
         watcher.join(10)
@@ -217,7 +242,7 @@ def test_a_worker_killed_mid_run_costs_only_its_rollouts(tmp_path: Path, slow_mo
 
     killer = threading.Thread(target=kill_a_busy_worker)
     killer.start()
-    run = service.complete_run(run_id, request, timeout_seconds=60)
+    run = service.complete_run(run_id, request)
     killer.join(30)
 
     assert killed, "no worker was seen running a rollout"
@@ -229,6 +254,6 @@ def test_a_worker_killed_mid_run_costs_only_its_rollouts(tmp_path: Path, slow_mo
     assert run.completed == 10 - len(lost)
 
     # A resume re-queues what the dead worker lost; the same run then completes in full.
-    assert service.launch_or_resume(request) == run_id
-    again = service.complete_run(run_id, request, timeout_seconds=60)
+    assert service.executor.resume(run_id) == len(lost)
+    again = service.complete_run(run_id, request)
     assert (again.total, again.completed) == (10, 10)

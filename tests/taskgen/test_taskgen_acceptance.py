@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import RunLaunchRequest
-from eval_pipelines.service.embedded import EmbeddedEvaluationService
 from eval_pipelines.taskgen import SchemaTaskGenerator, apportion, parse_request, toolset_from_server, write_bundle
 
 MIX = {"easy": 0.25, "medium": 0.45, "hard": 0.30}
@@ -19,7 +20,7 @@ SCENARIO_ID = "calendar_generated:1.0.0"
 ACTIONS = {"easy": {1}, "medium": {2}, "hard": {3, 4}}
 
 
-def _pass_rate(service: EmbeddedEvaluationService, task_ids: list[str], model: str) -> float:
+def _pass_rate(service: HttpEvaluationBackend, task_ids: list[str], model: str) -> float:
     request = RunLaunchRequest.model_validate(
         {
             "scenario_id": SCENARIO_ID,
@@ -36,7 +37,9 @@ def _pass_rate(service: EmbeddedEvaluationService, task_ids: list[str], model: s
     return sum(1 for r in rollouts if r.result is not None and r.result.success) / len(rollouts)
 
 
-def test_calendar_listing_becomes_a_scenario_oracle_passes_and_noop_fails(calendar_url: str, tmp_path: Path) -> None:
+def test_calendar_listing_becomes_a_scenario_oracle_passes_and_noop_fails(
+    calendar_url: str, tmp_path: Path, local_backend: Callable[..., HttpEvaluationBackend]
+) -> None:
     toolset = toolset_from_server(calendar_url)
     assert {t["name"] for t in toolset} >= {"create_event", "update_event", "delete_event", "search_events"}
     assert all("inputSchema" in t for t in toolset)
@@ -66,6 +69,6 @@ def test_calendar_listing_becomes_a_scenario_oracle_passes_and_noop_fails(calend
     assert catalog.ids() == [SCENARIO_ID]
     task_ids = sorted(catalog.get(SCENARIO_ID).tasks())
 
-    service = EmbeddedEvaluationService(tmp_path / "data", catalog)
+    service = local_backend(tmp_path / "data", catalog)
     assert _pass_rate(service, task_ids, "sim-oracle") >= 0.9
     assert _pass_rate(service, task_ids, "sim-noop") <= 0.1

@@ -6,7 +6,7 @@ import dagster as dg
 
 from eval_pipelines.defs.evals.assets import LLM_POOL, SWEEP_ID_TAG
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, SCENARIOS, keys_of
-from eval_pipelines.defs.evals.resources import EvalPaths
+from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths
 from eval_pipelines.pipeline.assessment import assessment_dataset_step, judgements_step, synthetic_rows_step
 from eval_pipelines.warehouse.store import Warehouse
 
@@ -22,10 +22,14 @@ GROUP = "assessment"
     description="Uploads the partition's verified rollouts to the assessment platform as dataset rows "
     "(conv_prefix, the final assistant turn as response, ground_truth from the verifiers).",
 )
-def assessment_dataset(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+def assessment_dataset(
+    context: dg.AssetExecutionContext, paths: EvalPaths, assessment_platform: AssessmentPlatform
+) -> dg.MaterializeResult:
     model_key, scenario_key = keys_of(context)
     sweep_id = context.run.tags.get(SWEEP_ID_TAG)
-    manifest = assessment_dataset_step(paths.root, Warehouse(paths.warehouse), model_key, scenario_key, sweep_id)
+    manifest = assessment_dataset_step(
+        assessment_platform.target(), paths.root, Warehouse(paths.warehouse), model_key, scenario_key, sweep_id
+    )
     if manifest is None:
         return dg.MaterializeResult(metadata={"rows": 0})
     return dg.MaterializeResult(
@@ -43,10 +47,14 @@ def assessment_dataset(context: dg.AssetExecutionContext, paths: EvalPaths) -> d
     description="Scores every uploaded row with a quality judge and a safety judge (higher = more concerning) "
     "and writes the judgements table.",
 )
-def judgements(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+def judgements(
+    context: dg.AssetExecutionContext, paths: EvalPaths, assessment_platform: AssessmentPlatform
+) -> dg.MaterializeResult:
     model_key, scenario_key = keys_of(context)
     sweep_id = context.run.tags.get(SWEEP_ID_TAG)
-    summary = judgements_step(paths.root, Warehouse(paths.warehouse), model_key, scenario_key, sweep_id)
+    summary = judgements_step(
+        assessment_platform.target(), paths.root, Warehouse(paths.warehouse), model_key, scenario_key, sweep_id
+    )
     if summary is None:
         return dg.MaterializeResult(metadata={"rows": 0})
     return dg.MaterializeResult(
@@ -64,9 +72,11 @@ def judgements(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.Materi
     pool=LLM_POOL,
     description="Expands the scenario's seed examples into synthetic rows (synthetic-data generation).",
 )
-def synthetic_rows(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+def synthetic_rows(
+    context: dg.AssetExecutionContext, paths: EvalPaths, assessment_platform: AssessmentPlatform
+) -> dg.MaterializeResult:
     scenario = paths.catalog().get(context.partition_key)
-    rows = synthetic_rows_step(paths.root, Warehouse(paths.warehouse), scenario)
+    rows = synthetic_rows_step(assessment_platform.target(), Warehouse(paths.warehouse), scenario)
     return dg.MaterializeResult(metadata={"rows": rows, "scenario_id": scenario.scenario_id})
 
 

@@ -15,20 +15,20 @@ from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
 from eval_pipelines.pipeline.health import partition_error_share
 from eval_pipelines.pipeline.steps import (
+    RunNotLaunched,
     check_partition_scores,
     judge_partition_rubrics,
     launch_request,
-    run_and_collect,
     sweep_spend_usd,
     verification_files,
     verify_partition,
+    wait_and_collect,
 )
 from eval_pipelines.pipeline.summary import markdown_table
 from eval_pipelines.reports import pass_rate_summary
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.schemas.runs import RunLaunchRequest
 from eval_pipelines.schemas.sweep import DEFAULT_ERROR_THRESHOLD, SweepConfig
-from eval_pipelines.service.executor import InvalidRequest, NotFound
 from eval_pipelines.service.runtime import shared_runtime
 from eval_pipelines.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.verifiers.loader import package_version
@@ -50,7 +50,7 @@ GROUP = "evals"
 #: Metadata key of a step failure that retrying cannot fix: the CLI reports it as a user error (exit 2).
 USER_ERROR_METADATA = "user_error"
 #: Exceptions that mean the request or the configuration is wrong, not that something is down.
-USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, ScenarioError, InvalidRequest, NotFound, BadRequest)
+USER_ERRORS: tuple[type[Exception], ...] = (ConfigError, ScenarioError, RunNotLaunched, BadRequest)
 
 
 @contextmanager
@@ -172,7 +172,8 @@ def eval_run(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
     pool=LLM_POOL,
     retry_policy=LLM_STEP_RETRY,
     automation_condition=dg.AutomationCondition.on_missing(),
-    description="Waits for the run's rollouts and writes rollouts, messages, tool_calls and state_diffs to Parquet.",
+    description="Waits for the run eval_run launched and writes its rollouts, messages, tool_calls and state_diffs "
+    "to Parquet.",
 )
 def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: EvalService) -> dg.MaterializeResult:
     work = _partition_work(context, paths)
@@ -188,7 +189,7 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
             context.log.info(f"{done} rollouts finished")
 
     with user_errors_are_final():
-        summary = run_and_collect(
+        summary = wait_and_collect(
             backend,
             work.request,
             work.ctx,

@@ -15,6 +15,9 @@ sweep_job = dg.define_asset_job(
     "sweep_partition",
     selection=dg.AssetSelection.assets("eval_run", "rollouts", "verification"),
     description="One scenario x model of a sweep: launch, execute and verify its rollouts.",
+    # A partition's steps run one after another anyway; in one process they share one embedded evaluation
+    # service, started once per run by the eval_service resource. Partitions run in parallel as separate runs.
+    executor_def=dg.in_process_executor,
 )
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Literal
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from eval_pipelines.clients.backend import EvaluationBackend
+from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.platform import PlatformTarget
+from eval_pipelines.local.services import local_evaluation_service, open_platform
 from eval_pipelines.paths import data_dir
 from eval_pipelines.scenarios.catalog import ScenarioCatalog, default_scenarios_dir
 from eval_pipelines.schemas.sweep import SweepConfig
@@ -50,8 +54,9 @@ class EvalPaths(dg.ConfigurableResource):
 
 
 class EvalService(dg.ConfigurableResource):
-    """Selects the evaluation service: `embedded` (default, in-process over the local store and engine) or
-    `http` (any server speaking spec 000 at `base_url`; the key comes from an EnvVar and is never shown)."""
+    """Selects the evaluation service: `embedded` (default: the local service on a loopback port, started for the
+    run and stopped at its teardown) or `http` (any server speaking spec 000 at `base_url`; the key comes from an
+    EnvVar and is never shown). Either way the steps talk to it through the same client."""
 
     backend: Literal["embedded", "http"] = "embedded"
     base_url: str | None = None
@@ -59,13 +64,53 @@ class EvalService(dg.ConfigurableResource):
     data_dir: str = Field(default_factory=default_data_dir)
     scenarios_dir: str = Field(default_factory=lambda: str(default_scenarios_dir()))
 
-    def get_backend(self) -> EvaluationBackend:
+    _open: ExitStack | None = PrivateAttr(default=None)
+    _client: HttpEvaluationBackend | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._open = ExitStack()
         if self.backend == "embedded":
-            from eval_pipelines.service.embedded import EmbeddedEvaluationService
+            local = self._open.enter_context(local_evaluation_service(Path(self.data_dir), Path(self.scenarios_dir)))
+            self._client = local.backend()
+        else:
+            if not self.base_url or not self.api_key:
+                raise ValueError(
+                    "eval_service: the http backend needs base_url and api_key (EnvVar EVAL_SERVICE_API_KEY)"
+                )
+            self._client = HttpEvaluationBackend(self.base_url, self.api_key)
+        self._open.callback(self._client.close)
 
-            return EmbeddedEvaluationService(Path(self.data_dir), ScenarioCatalog(Path(self.scenarios_dir)))
-        if not self.base_url or not self.api_key:
-            raise ValueError("eval_service: the http backend needs base_url and api_key (EnvVar EVAL_SERVICE_API_KEY)")
-        from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._open is not None:
+            self._open.close()
+        self._open = self._client = None
 
-        return HttpEvaluationBackend(self.base_url, self.api_key)
+    def get_backend(self) -> EvaluationBackend:
+        if self._client is None:
+            raise RuntimeError("eval_service is set up only inside a Dagster run")
+        return self._client
+
+
+class AssessmentPlatform(dg.ConfigurableResource):
+    """The assessment platform (spec 002) the assessment steps call: the hosted one when `PLATFORM_URL` is set
+    (token and space from the environment, never shown), else the embedded local platform, started for the run
+    and stopped at its teardown."""
+
+    data_dir: str = Field(default_factory=default_data_dir)
+
+    _open: ExitStack | None = PrivateAttr(default=None)
+    _target: PlatformTarget | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._open = ExitStack()
+        self._target = self._open.enter_context(open_platform(Path(self.data_dir)))
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._open is not None:
+            self._open.close()
+        self._open = self._target = None
+
+    def target(self) -> PlatformTarget:
+        if self._target is None:
+            raise RuntimeError("assessment_platform is set up only inside a Dagster run")
+        return self._target
