@@ -19,10 +19,14 @@ sweep: $(STAMP)
 test: $(STAMP) lint validate
 	$(VENV)/bin/pytest -q
 
+## Lint: ruff (with the complexity limit on the package), ruff format, mypy, and the layer contracts of
+## docs/architecture.md (import-linter: layers, no Dagster below defs/, no import cycle).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check eval_pipelines tests benchmarks
+	$(VENV)/bin/ruff check --select C901 eval_pipelines
 	$(VENV)/bin/ruff format --check eval_pipelines tests benchmarks
 	$(VENV)/bin/mypy eval_pipelines
+	$(VENV)/bin/lint-imports
 
 validate: $(STAMP)
 	$(VENV)/bin/dagster definitions validate -w workspace.yaml

@@ -165,7 +165,7 @@ def write_bench_scenario(
     """A catalog folder holding one scenario, `bench_email`, whose `task_count` tasks are copies of the source task
     (same instruction, seed, reference actions and verifier), so N tasks x k rollouts mirrors N samples x k epochs.
     """
-    from eval_pipelines.scenarios.catalog import default_scenarios_dir
+    from eval_pipelines.inputs.scenarios import default_scenarios_dir
 
     source = source or default_scenarios_dir() / SOURCE_SCENARIO
     # A unique folder name: the verifier loader names a package by its folder and content, so two copies with the
@@ -229,8 +229,8 @@ def with_latency(app: AsgiApp, seconds: float) -> AsgiApp:
 
 def endpoint_app(scenarios_dir: Path, latency_seconds: float) -> AsgiApp:
     """The simulated models (sim-oracle replays the reference actions), answering after `latency_seconds`."""
-    from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
-    from eval_pipelines.scenarios.catalog import ScenarioCatalog
+    from eval_pipelines.inputs.scenarios import ScenarioCatalog
+    from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 
     app: AsgiApp = create_sim_app(ReferenceBook.from_catalog(ScenarioCatalog(scenarios_dir)))
     return with_latency(app, latency_seconds)
@@ -396,9 +396,9 @@ class OurPipeline:
     """
 
     def __init__(self, scenarios_dir: Path, data_dir: Path) -> None:
+        from eval_pipelines.inputs.scenarios import ScenarioCatalog
         from eval_pipelines.local.services import local_evaluation_service
-        from eval_pipelines.scenarios.catalog import ScenarioCatalog
-        from eval_pipelines.service.runtime import shared_runtime
+        from eval_pipelines.runtime.local import shared_runtime
         from eval_pipelines.warehouse.store import Warehouse
 
         self.catalog = ScenarioCatalog(scenarios_dir)

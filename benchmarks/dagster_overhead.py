@@ -98,9 +98,9 @@ def dagster_child(partitions: int) -> dict[str, Any]:
     """What `eval-pipelines sweep --skip-assessment` runs: `defs.runner.SweepRun.execute`, i.e. one
     `dg.materialize` of the partition steps per partition, then `eval_catalog`."""
     from eval_pipelines.defs.runner import SweepRun
-    from eval_pipelines.paths import sweeps_dir
-    from eval_pipelines.scenarios.catalog import ScenarioCatalog
-    from eval_pipelines.sweeps import load_all_sweeps
+    from eval_pipelines.inputs.paths import sweeps_dir
+    from eval_pipelines.inputs.scenarios import ScenarioCatalog
+    from eval_pipelines.inputs.sweeps import load_all_sweeps
 
     scenario = ScenarioCatalog().get(BENCH_SCENARIO_ID)
     sweeps = load_all_sweeps(sweeps_dir())
@@ -128,12 +128,12 @@ def dagster_child(partitions: int) -> dict[str, Any]:
 def direct_child(partitions: int) -> dict[str, Any]:
     """The same steps as the assets, called directly: launch, wait and collect, verify per partition (through the
     local service's client, as the assets do); then the catalog."""
+    from eval_pipelines.inputs.paths import data_dir, sweeps_dir
+    from eval_pipelines.inputs.scenarios import ScenarioCatalog
+    from eval_pipelines.inputs.sweeps import load_all_sweeps
     from eval_pipelines.local.services import local_evaluation_service
-    from eval_pipelines.paths import data_dir, sweeps_dir
     from eval_pipelines.pipeline.steps import launch_request, run_and_collect, verify_partition
     from eval_pipelines.reports import pass_rate_summary
-    from eval_pipelines.scenarios.catalog import ScenarioCatalog
-    from eval_pipelines.sweeps import load_all_sweeps
     from eval_pipelines.warehouse.catalog import build_catalog
     from eval_pipelines.warehouse.rows import RolloutContext
     from eval_pipelines.warehouse.store import Warehouse

@@ -35,13 +35,13 @@ from typing import Any
 
 import httpx
 
-from eval_pipelines.llm.simulated import WRONG_ADDRESS
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles, default_scenarios_dir, partition_key
 from eval_pipelines.pipeline.steps import trace_path, verify_partition
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles, default_scenarios_dir, partition_key
 from eval_pipelines.schemas.artifacts import META_STATE, META_STATE_DIFFS, RunArtifacts
 from eval_pipelines.schemas.runs import Rollout, RolloutStatus
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.schemas.tools import DiffScope, ToolCall, ToolCallResult
+from eval_pipelines.sim.endpoint import WRONG_ADDRESS
 from eval_pipelines.toolservers.diff import diff_states
 from eval_pipelines.toolservers.host import BUILTIN_SERVERS, ToolServerHost
 from eval_pipelines.verifiers.isolation import VerifyJob, run_in_process

@@ -19,12 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipelines.lib.confine import make_undumpable
-from eval_pipelines.lib.sweep_control import SweepLock, SweepLocked, SweepStop
-from eval_pipelines.paths import data_dir, scenarios_dir, sweeps_dir
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles, partition_key
-from eval_pipelines.schemas.sweep import SweepConfig
-from eval_pipelines.sweeps import (
+from eval_pipelines.inputs.paths import data_dir, scenarios_dir, sweeps_dir
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError, ScenarioFiles, partition_key
+from eval_pipelines.inputs.sweeps import (
     ConfigError,
     default_sweep_id,
     load_all_sweeps,
@@ -33,6 +30,9 @@ from eval_pipelines.sweeps import (
     run_name,
     sweep_scenarios,
 )
+from eval_pipelines.lib.confine import make_undumpable
+from eval_pipelines.lib.sweep_control import SweepLock, SweepLocked, SweepStop
+from eval_pipelines.schemas.sweep import SweepConfig
 
 if TYPE_CHECKING:  # the CLI imports Dagster (through the runner) only when a sweep runs
     from rich.console import Console
@@ -256,7 +256,7 @@ def sweep_exit_code(duckdb_path: Path, sweep_id: str, threshold: float, failures
 def preflight(sweep: SweepConfig, scenarios: Sequence[ScenarioFiles], config_path: Path) -> None:
     """Refuse, before anything runs, what every rollout would fail on: a run larger than the service takes, or a
     verifier package that cannot even be imported (checked in the contained worker verifiers run in)."""
-    from eval_pipelines.service.executor import DEFAULT_MAX_ROLLOUTS_PER_RUN
+    from eval_pipelines.schemas.limits import DEFAULT_MAX_ROLLOUTS_PER_RUN
     from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, WorkerStartError
 
     for scenario in scenarios:

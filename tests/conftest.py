@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.local.services import local_evaluation_service
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.toolservers.host import ToolServerHost
 
 

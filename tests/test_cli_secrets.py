@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from eval_pipelines.cli import main
-from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
+from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 
 CANARY = "sk-canary-7f1c2e9a4b"
 URL_SECRET = "urlpass-3e8f1a"

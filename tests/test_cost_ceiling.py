@@ -12,9 +12,9 @@ import duckdb
 import pytest
 
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.llm.pricing import estimate_cost_usd
 from eval_pipelines.pipeline.steps import run_and_collect, sweep_spend_usd, verify_partition
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.schemas.runs import Rollout, RolloutStatus, RunLaunchRequest, TerminationReason
 from eval_pipelines.warehouse.catalog import build_catalog
 from eval_pipelines.warehouse.rows import RolloutContext

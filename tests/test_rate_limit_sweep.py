@@ -14,9 +14,9 @@ import pytest
 from starlette.responses import JSONResponse
 
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
-from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
+from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 
 BURST = 12
 

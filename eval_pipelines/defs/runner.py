@@ -14,7 +14,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_pipelines.definitions import assets_by_name
 from eval_pipelines.defs.evals.assets import (
     SWEEP_ID_TAG,
     SWEEP_TAG,
@@ -25,10 +24,11 @@ from eval_pipelines.defs.evals.assets import (
 from eval_pipelines.defs.evals.cli_runs import CLI_HOST_TAG, CLI_PID_TAG, Heartbeat, fail_abandoned_cli_runs
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
+from eval_pipelines.defs.registry import assets_by_name
+from eval_pipelines.inputs.paths import data_dir, project_root, scenarios_dir
+from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.lib.sweep_control import SweepStop
 from eval_pipelines.local.services import local_evaluation_service
-from eval_pipelines.paths import data_dir, project_root, scenarios_dir
-from eval_pipelines.scenarios.catalog import ScenarioFiles
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 
 #: Set on a sweep's run that SIGINT or SIGTERM stopped, to the signal's name.

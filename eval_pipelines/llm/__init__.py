@@ -1,5 +1,5 @@
-"""OpenAI-compatible chat completions: the async client, wire types, typed errors, cost estimates and the
-offline simulated models (served on the same wire)."""
+"""OpenAI-compatible chat completions: the async client, wire types, typed errors, usage metering and cost
+estimates. The simulated models that speak the same wire live in `sim/`."""
 
 from eval_pipelines.llm.client import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_SECONDS, ChatClient, normalise_base_url
 from eval_pipelines.llm.errors import (
@@ -14,16 +14,6 @@ from eval_pipelines.llm.errors import (
     scrub_secrets,
 )
 from eval_pipelines.llm.pricing import MODEL_PRICES_USD_PER_MILLION, ModelPrice, estimate_cost_usd, price_for
-from eval_pipelines.llm.sim_judge import SIM_JUDGE, sim_judge_persona
-from eval_pipelines.llm.simulated import (
-    SIMULATED_FINGERPRINT,
-    SIMULATED_MODELS,
-    SIMULATED_PREFIX,
-    ReferenceBook,
-    TaskReference,
-    create_sim_app,
-    is_simulated_model,
-)
 from eval_pipelines.llm.types import (
     TOOL_NAME_SEPARATOR,
     ChatCompletion,
@@ -43,10 +33,6 @@ __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_TIMEOUT_SECONDS",
     "MODEL_PRICES_USD_PER_MILLION",
-    "SIMULATED_FINGERPRINT",
-    "SIMULATED_MODELS",
-    "SIMULATED_PREFIX",
-    "SIM_JUDGE",
     "TOOL_NAME_SEPARATOR",
     "ChatClient",
     "ChatCompletion",
@@ -64,18 +50,13 @@ __all__ = [
     "LLMResponseError",
     "LLMTimeoutError",
     "ModelPrice",
-    "ReferenceBook",
-    "TaskReference",
     "ToolCallWire",
     "ToolSpec",
     "Usage",
-    "create_sim_app",
     "estimate_cost_usd",
-    "is_simulated_model",
     "normalise_base_url",
     "price_for",
     "scrub_secrets",
-    "sim_judge_persona",
     "split_wire_tool_name",
     "wire_tool_name",
 ]

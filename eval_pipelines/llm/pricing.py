@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eval_pipelines.llm.simulated import is_simulated_model
+from eval_pipelines.schemas.sweep import is_simulated_model
 
 
 @dataclass(frozen=True)

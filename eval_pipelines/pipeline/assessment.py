@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,18 +31,19 @@ from eval_pipelines.clients.platform import (
     PlatformNotFoundError,
     PlatformTarget,
 )
-from eval_pipelines.platform.models import SIM_SYNTH_MODEL_ID
-from eval_pipelines.scenarios.catalog import ScenarioFiles
+from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.platform import (
+    SIM_SYNTH_MODEL_ID,
     AssessRunRequest,
     ConversationMessage,
     DatasetRow,
     JudgeCreateRequest,
     SynthDataRequest,
 )
-from eval_pipelines.warehouse.store import Warehouse
-from eval_pipelines.warehouse.tables import HIVE_MODEL, HIVE_SCENARIO, JUDGEMENTS, SYNTHETIC_ROWS, TableSpec
+from eval_pipelines.warehouse.catalog import partition_scores
+from eval_pipelines.warehouse.store import Warehouse, hive_partition
+from eval_pipelines.warehouse.tables import JUDGEMENTS, SYNTHETIC_ROWS, TableSpec
 
 logger = logging.getLogger(__name__)
 
@@ -122,25 +123,6 @@ def dataset_row(
     )
 
 
-def _recency(verification: Mapping[str, Any]) -> tuple[Any, Any]:
-    # Same tie-break as the `verifications_latest` view: latest verified_at, then the greater version.
-    return verification["verified_at"], verification["verifier_version"]
-
-
-def verifier_labels(verifications: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """rollout_id -> 1 when every latest verifier verdict passed, else 0 (the `rollout_scores` rule)."""
-    latest: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for row in verifications:
-        key = (row["rollout_id"], row["verifier"])
-        seen = latest.get(key)
-        if seen is None or _recency(row) > _recency(seen):
-            latest[key] = row
-    labels: dict[str, int] = {}
-    for (rollout_id, _), row in latest.items():
-        labels[rollout_id] = labels.get(rollout_id, 1) & int(bool(row["success"]))
-    return labels
-
-
 _DATASET_ROLLOUT_COLUMNS = (
     "sweep_id",
     "rollout_id",
@@ -161,32 +143,21 @@ def build_dataset_rows(warehouse: Warehouse, model_key: str, scenario_key: str, 
     broken verifier is nothing to judge.
     """
     where = {"model_key": model_key, "scenario_key": scenario_key, "sweep_id": sweep_id}
-    rollouts = warehouse.partition_rows(
-        "rollouts",
-        columns=_DATASET_ROLLOUT_COLUMNS,
-        **where,
-    )
-    verdicts = warehouse.partition_rows(
-        "verifications",
-        columns=("rollout_id", "verifier", "verifier_version", "kind", "success", "is_error", "verified_at"),
-        **where,
-    )
-    programmatic = [v for v in verdicts if v["kind"] != "rubric"]
-    no_verdict = {v["rollout_id"] for v in programmatic if v["is_error"]}
-    labels = verifier_labels(programmatic)
+    rollouts = warehouse.partition_rows("rollouts", columns=_DATASET_ROLLOUT_COLUMNS, **where)
+    # The scoring rule is the catalog's (`rollout_scores`), read here, never restated.
+    scores = partition_scores(warehouse.root, **where)
     rows: list[AssessmentRow] = []
     skipped = 0
     for rollout in sorted(rollouts, key=lambda r: (r["task_id"], r["rollout_id"])):
-        if rollout["status"] in ("pending", "running"):
-            continue
-        if rollout["error_class"] is not None or rollout["rollout_id"] in no_verdict:
+        score = scores.get(rollout["rollout_id"])
+        if rollout["status"] in ("pending", "running") or score is None or score.outcome == "error":
             continue
         path = rollout["artifacts_path"]
         if not path or not Path(path).is_file():
             skipped += 1
             continue
         artifacts = RunArtifacts.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
-        label = labels.get(rollout["rollout_id"]) if rollout["status"] == "completed" else 0
+        label = None if score.reward is None else int(score.reward)
         row = dataset_row(artifacts, ground_truth=label, task_id=rollout["task_id"], rollout_id=rollout["rollout_id"])
         if row is None:
             skipped += 1
@@ -449,7 +420,7 @@ def manifest_path(root: Path, model_key: str, scenario_key: str, sweep_id: str) 
     """Where `assessment_dataset` leaves a sweep's manifest:
     `<root>/assessment/model=<m>/scenario=<s>/sweep=<id>/dataset.json`."""
     sweep = re.sub(r"[^A-Za-z0-9_.-]", "_", sweep_id)
-    partition = root / "assessment" / f"{HIVE_MODEL}={model_key}" / f"{HIVE_SCENARIO}={scenario_key}"
+    partition = root / "assessment" / hive_partition(model_key, scenario_key)
     return partition / f"sweep={sweep}" / "dataset.json"
 
 

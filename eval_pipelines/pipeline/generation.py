@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.scenarios.catalog import ScenarioFiles
+from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.schemas.taskgen import TaskGenResults
 from eval_pipelines.taskgen import generate_scenario, toolset_from_server
 from eval_pipelines.toolservers.registry import BUILTIN_SERVERS

@@ -16,14 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eval_pipelines.clients.backend import EvaluationBackend, ProgressCallback
+from eval_pipelines.inputs.scenarios import ScenarioFiles
+from eval_pipelines.inputs.sweeps import ConfigError, model_config_for, run_name
 from eval_pipelines.llm.client import ChatClient
-from eval_pipelines.scenarios.catalog import ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import Rollout, RunLaunchRequest, error_class_of
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 from eval_pipelines.schemas.verifiers import VerifierOutcome
-from eval_pipelines.sweeps import ConfigError, model_config_for, run_name
 from eval_pipelines.verifiers.isolation import DEFAULT_VERIFIER_TIMEOUT_SECONDS, IsolatedVerifierRunner, VerifyJob
 from eval_pipelines.verifiers.loader import package_version
 from eval_pipelines.verifiers.rubric import RubricJudge
@@ -34,7 +34,7 @@ from eval_pipelines.warehouse.rows import (
     tasks_table,
     verification_table,
 )
-from eval_pipelines.warehouse.store import Warehouse
+from eval_pipelines.warehouse.store import Warehouse, hive_partition
 
 logger = logging.getLogger(__name__)
 
@@ -83,11 +83,12 @@ COST_EPSILON_USD = 1e-9
 
 def sweep_spend_usd(warehouse: Warehouse, sweep_id: str, *, other_than: tuple[str, str] | None = None) -> float:
     """Estimated cost a sweep has spent so far, from the warehouse's rollouts (optionally without one partition)."""
-    files = [
-        f
-        for f in warehouse.files("rollouts")
-        if other_than is None or not (f"model={other_than[0]}" in f.parts and f"scenario={other_than[1]}" in f.parts)
-    ]
+    excluded = (
+        set()
+        if other_than is None
+        else set(warehouse.partition_files("rollouts", model_key=other_than[0], scenario_key=other_than[1]))
+    )
+    files = [f for f in warehouse.files("rollouts") if f not in excluded]
     total = 0.0
     for file in files:
         table = pq.read_table(file, columns=["sweep_id", "cost_usd"])
@@ -119,7 +120,7 @@ PREVIEW_ROWS = 10
 
 
 def trace_path(traces_root: Path, model_key: str, scenario_key: str, rollout_id: str) -> Path:
-    return traces_root / f"model={model_key}" / f"scenario={scenario_key}" / f"{rollout_id}.json"
+    return traces_root / hive_partition(model_key, scenario_key) / f"{rollout_id}.json"
 
 
 class RunNotLaunched(LookupError):

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eval_pipelines.llm.tagged_json import CONVERSATION_TAG, extract_json_object, tagged
 from eval_pipelines.llm.types import ChatMessage
 from eval_pipelines.platform.models import ModelKind, ModelRouter
-from eval_pipelines.platform.prompts import CONVERSATION_TAG, extract_json_object, tagged
 from eval_pipelines.platform.store import JudgeRecord
 from eval_pipelines.schemas.platform import ConversationMessage
 

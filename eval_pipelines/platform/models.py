@@ -32,17 +32,15 @@ from pydantic import Field, ValidationError, model_validator
 from eval_pipelines.lib.retry import RetryPolicy
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.llm.types import ChatMessage, ChatRequest
-from eval_pipelines.platform.simulated import PLATFORM_PERSONAS, SIM_QUALITY_JUDGE, SIM_SAFETY_JUDGE, SIM_SYNTH
 from eval_pipelines.schemas._base import StrictModel
 from eval_pipelines.schemas.model_config import PROVIDER_BASE_URLS, Provider
-from eval_pipelines.schemas.platform import QUALITY_MODELS, SAFETY_MODELS
+from eval_pipelines.schemas.platform import QUALITY_MODELS, SAFETY_MODELS, SIM_SYNTH_MODEL_ID
 from eval_pipelines.schemas.sweep import SIMULATED_BASE_URL
+from eval_pipelines.sim.platform import PLATFORM_PERSONAS, SIM_QUALITY_JUDGE, SIM_SAFETY_JUDGE, SIM_SYNTH
 
 logger = logging.getLogger(__name__)
 
 MODELS_FILE_ENV = "PLATFORM_MODELS_FILE"
-#: The `model_id` of the simulated synthetic-data generator (a fixed UUID, since `model_id` must be one).
-SIM_SYNTH_MODEL_ID = "db60fb6b-d2fc-5a5b-83d0-e200cd9db8a2"
 DEFAULT_MAX_TOKENS = 1024
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import uvicorn
 
+from eval_pipelines.inputs.paths import data_dir
 from eval_pipelines.lib.confine import make_undumpable
-from eval_pipelines.paths import data_dir
 from eval_pipelines.platform.app import create_platform_app
 from eval_pipelines.platform.auth import TOKENS_ENV, TOKENS_FILE_ENV, TokenConfigError, issue_token
 from eval_pipelines.platform.config import PlatformSettings

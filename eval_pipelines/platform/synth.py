@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval_pipelines.llm.errors import LLMError
+from eval_pipelines.llm.tagged_json import SYNTHESIS_TAG, extract_json_object, tagged
 from eval_pipelines.llm.types import ChatMessage
 from eval_pipelines.platform.models import ModelRouter, ModelUnavailable
-from eval_pipelines.platform.prompts import SYNTHESIS_TAG, extract_json_object, tagged
 
 logger = logging.getLogger(__name__)
 

@@ -17,3 +17,5 @@ MAX_ID_CHARS = 256
 MAX_MODEL_REPLY_BYTES = 8 << 20
 #: Nesting of an uploaded JSON document; deeper is refused before it can exhaust the parser's stack.
 MAX_JSON_DEPTH = 64
+#: len(task_ids) x rollout_count of one run; a larger launch is refused before anything is allocated.
+DEFAULT_MAX_ROLLOUTS_PER_RUN = 10_000

@@ -14,6 +14,8 @@ GROUND_TRUTH_ERROR = "invalid input for query argument"
 DEFAULT_ROLL_DATA = True
 DEFAULT_SKIP_CONTEXT_CHECK = False
 
+#: The `model_id` of the simulated synthetic-data generator (a fixed UUID, since `model_id` must be one).
+SIM_SYNTH_MODEL_ID = "db60fb6b-d2fc-5a5b-83d0-e200cd9db8a2"
 QUALITY_MODELS = ("veritas", "veritas_nano")
 SAFETY_MODELS = ("collinear_guard", "collinear_guard_nano")
 FULL_SAFETY_GUARD_MODEL = "collinear_guard"

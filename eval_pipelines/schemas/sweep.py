@@ -30,6 +30,14 @@ from eval_pipelines.schemas.runs import (
 )
 
 SIMULATED_BASE_URL = "sim://local"
+#: Every simulated model's name starts with this, so no table or report can mistake one for a real model.
+SIMULATED_PREFIX = "sim-"
+
+
+def is_simulated_model(name: str) -> bool:
+    return name.strip().startswith(SIMULATED_PREFIX)
+
+
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
 #: Share of errored rollouts in one model x scenario above which a sweep is reported broken (`error_threshold`).
 DEFAULT_ERROR_THRESHOLD = 0.2

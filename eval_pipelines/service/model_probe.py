@@ -11,10 +11,10 @@ from eval_pipelines.lib.retry import RetryPolicy
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.llm.errors import LLMError, scrub_secrets, truncate
 from eval_pipelines.llm.types import ChatMessage, ChatRequest
+from eval_pipelines.runtime.local import LocalRuntime
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.sweep import SIMULATED_BASE_URL
 from eval_pipelines.schemas.taskgen import ModelConfigTestResult, ModelTestErrorType
-from eval_pipelines.service.runtime import LocalRuntime
 
 PROBE_PROMPT = "Reply with the single word OK."
 

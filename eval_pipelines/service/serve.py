@@ -15,8 +15,8 @@ from types import FrameType
 
 import uvicorn
 
+from eval_pipelines.inputs.paths import data_dir
 from eval_pipelines.lib.confine import make_undumpable
-from eval_pipelines.paths import data_dir
 from eval_pipelines.service.api import EvaluationService, create_app, service_of
 from eval_pipelines.service.auth import KeyConfigError
 from eval_pipelines.service.settings import ServiceSettings

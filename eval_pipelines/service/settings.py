@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval_pipelines.scenarios.catalog import default_scenarios_dir
+from eval_pipelines.inputs.scenarios import default_scenarios_dir
+from eval_pipelines.schemas.limits import DEFAULT_MAX_ROLLOUTS_PER_RUN
 from eval_pipelines.schemas.runs import DEFAULT_ROLLOUT_TIMEOUT_SECONDS
 from eval_pipelines.service.auth import ApiKeyRegistry
-from eval_pipelines.service.executor import DEFAULT_MAX_ROLLOUTS_PER_RUN
 from eval_pipelines.service.taskgen_jobs import TaskGenerator
 from eval_pipelines.taskgen.default import DefaultTaskGenerator
 

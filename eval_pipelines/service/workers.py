@@ -2,7 +2,7 @@
 uses every core instead of queueing behind one interpreter lock.
 
 The executor that starts a run keeps a share of `max_parallel` for itself and starts `workers - 1` children
-(`python -m eval_pipelines.service.workers`) with the rest. Every process walks the run's pending rollouts
+(`python -m eval_pipelines.service.worker_main`) with the rest. Every process walks the run's pending rollouts
 and claims each one in the store before running it (`pending -> running` is atomic), so none runs twice and
 whoever has a free slot takes the next. A child gets its job, model keys included, on stdin: the keys are
 never on a command line, in the environment or on disk. It exits when its share is done, when the run is
@@ -13,7 +13,6 @@ cancelled (it reads the store's cancel flag) or when its parent is gone; a rollo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -22,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.lib.confine import make_undumpable
-from eval_pipelines.lib.slots import SlotPool
 from eval_pipelines.schemas.model_config import ModelConfig
 
 logger = logging.getLogger(__name__)
@@ -35,6 +32,8 @@ ROLLOUTS_PER_WORKER = 16
 #: How often a child checks that the process that started it is still alive.
 PARENT_WATCH_SECONDS = 1.0
 READY = b"ready"
+#: The worker's entry point (a module of its own: it imports the executor, which imports this module).
+WORKER_MODULE = "eval_pipelines.service.worker_main"
 GRANT = b"+"
 
 
@@ -135,7 +134,7 @@ class WorkerProcess:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "eval_pipelines.service.workers",
+            WORKER_MODULE,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
@@ -174,88 +173,3 @@ class WorkerProcess:
         except TimeoutError:
             self.process.kill()
             await self.process.wait()
-
-
-class StaticRuntime:
-    """A child's view of the parent's runtime: the tool servers it already started, configs already resolved."""
-
-    def __init__(self, tool_server_urls: dict[str, str]) -> None:
-        self._urls = dict(tool_server_urls)
-
-    def start(self) -> StaticRuntime:
-        return self  # the parent started them
-
-    def tool_server_urls(self) -> dict[str, str]:
-        return dict(self._urls)
-
-    def resolve(self, config: ModelConfig) -> ModelConfig:
-        return config
-
-
-async def _stdin_reader() -> asyncio.StreamReader:
-    reader = asyncio.StreamReader()
-    loop = asyncio.get_running_loop()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    return reader
-
-
-async def _receive_slots(reader: asyncio.StreamReader, slots: SlotPool, share: int) -> None:
-    """One slot per grant line; at end of input (the parent is done) whatever is left of the share."""
-    granted = 0
-    while granted < share:
-        line = await reader.readline()
-        if not line:
-            break
-        if line.strip() == GRANT:
-            slots.grant()
-            granted += 1
-    slots.grant(share - granted)
-
-
-async def _run_job() -> None:
-    from eval_pipelines.scenarios.catalog import ScenarioCatalog
-    from eval_pipelines.service.executor import NotFound, RunExecutor
-    from eval_pipelines.service.store import RunStore
-
-    reader = await _stdin_reader()
-    job = WorkerJob.from_wire(await reader.readline())
-    store = RunStore(job.store_path)
-    executor = RunExecutor(store, ScenarioCatalog(job.scenarios_dir), StaticRuntime(job.tool_server_urls),
-                           job.artifacts_dir, workers=1)  # fmt: skip
-    run = store.get_run(job.run_id)
-    if run is None:
-        raise NotFound(f"run {job.run_id!r} not found")
-    request = store.run_request(job.run_id) or {}
-    slots = SlotPool(0, capacity=job.max_parallel)
-    receiving = asyncio.ensure_future(_receive_slots(reader, slots, job.max_parallel))
-    config, user_config = job.model_config, job.user_model_config
-    share = asyncio.ensure_future(
-        executor.execute_share(run, request, config, user_config, slots, job.timeout_seconds, None)
-    )
-    sys.stdout.buffer.write(READY + b"\n")
-    sys.stdout.buffer.flush()
-    try:
-        while not share.done():
-            await asyncio.wait({share}, timeout=PARENT_WATCH_SECONDS)
-            if not share.done() and os.getppid() != job.parent_pid:
-                logger.warning("rollout worker %d: parent %d is gone; stopping", os.getpid(), job.parent_pid)
-                share.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await share
-    finally:
-        receiving.cancel()
-        executor.fail_own_interrupted()
-
-
-def main() -> int:
-    # This process holds keys: nothing a model or verifier runs may read its memory or environment.
-    make_undumpable()
-    from eval_pipelines.lib import aio
-
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    aio.run(_run_job())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.scenarios.catalog import ScenarioError, ScenarioFiles, partition_key, safe_relative_path
+from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles, partition_key, safe_relative_path
 from eval_pipelines.schemas.scenarios import Template, TemplateToolServer
 from eval_pipelines.schemas.taskgen import TaskGenResults
 from eval_pipelines.taskgen.drafts import SEED_FILES_KEY

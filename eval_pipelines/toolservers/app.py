@@ -17,9 +17,9 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
@@ -211,90 +211,120 @@ def _safe_error(exc: ValueError) -> str:
     return "; ".join(parts)
 
 
+def store_of(request: Request) -> WorkspaceStore:
+    """The workspace store of the app serving `request` (a route's dependency)."""
+    store = request.app.state.store
+    assert isinstance(store, WorkspaceStore)
+    return store
+
+
+StoreDep = Annotated[WorkspaceStore, Depends(store_of)]
+
+
+def _tool_listing(store: WorkspaceStore) -> dict[str, Any]:
+    return {"tools": [tool.model_dump(by_alias=False) for tool in store.server.tools()]}
+
+
+def _workspace_or_404(store: WorkspaceStore, workspace_id: str) -> Workspace:
+    if not _WORKSPACE_ID_RE.match(workspace_id):
+        raise HTTPException(status_code=404, detail=f"workspace '{workspace_id}' not found")
+    return store.get(workspace_id)
+
+
+#: `/tools`, `/step` and `/snapshot` at the root, on the `default` workspace (spec 001's plain tool server).
+default_routes = APIRouter()
+#: Per-workspace routes: one isolated state per rollout.
+workspace_routes = APIRouter(prefix="/workspaces")
+
+
+@default_routes.get("/health")
+async def health() -> dict[str, str]:
+    return {"status": "healthy"}
+
+
+@default_routes.get("/tools")
+async def list_tools(store: StoreDep) -> dict[str, Any]:
+    return _tool_listing(store)
+
+
+@default_routes.post("/step")
+async def step_default(request: StepRequest, store: StoreDep) -> dict[str, Any]:
+    return await store.astep(store.get_or_create_default(), request)
+
+
+@default_routes.get("/snapshot")
+async def snapshot_default(store: StoreDep) -> dict[str, Any]:
+    return store.snapshot(store.get_or_create_default())
+
+
+@workspace_routes.post("", status_code=201)
+async def create_workspace(store: StoreDep, request: CreateWorkspaceRequest | None = None) -> JSONResponse:
+    body = request or CreateWorkspaceRequest()
+    workspace = store.create(body.workspace_id, body.seed)
+    # With the seeded state, a rollout's initial snapshot needs no request of its own.
+    content = {"workspace_id": workspace.workspace_id, "path": f"/workspaces/{workspace.workspace_id}"}
+    return JSONResponse(status_code=201, content={**content, "state": workspace.state})
+
+
+@workspace_routes.delete("/{workspace_id}")
+async def delete_workspace(workspace_id: str, store: StoreDep) -> dict[str, Any]:
+    _workspace_or_404(store, workspace_id)
+    store.delete(workspace_id)
+    return {"workspace_id": workspace_id, "deleted": True}
+
+
+@workspace_routes.post("/{workspace_id}/seed")
+async def seed_workspace(workspace_id: str, request: SeedRequest, store: StoreDep) -> dict[str, Any]:
+    # Seeding after creation lets the engine report building and seeding as separate rollout phases.
+    workspace = _workspace_or_404(store, workspace_id)
+    async with workspace.lock:
+        store.seed(workspace, request.seed)
+    return {"workspace_id": workspace_id, "seeded_files": len(request.seed)}
+
+
+@workspace_routes.post("/{workspace_id}/configure")
+async def configure_workspace(workspace_id: str, request: Request, store: StoreDep) -> dict[str, Any]:
+    workspace = _workspace_or_404(store, workspace_id)
+    # Read by hand: a 422 from body validation would echo the input back, and it may hold an API key.
+    try:
+        settings = await request.json()
+    except ValueError:
+        raise HTTPException(status_code=400, detail="configure body must be a JSON object") from None
+    if not isinstance(settings, dict):
+        raise HTTPException(status_code=400, detail="configure body must be a JSON object")
+    async with workspace.lock:
+        applied = store.configure(workspace, settings)
+    return {"workspace_id": workspace_id, "configured": applied}
+
+
+@workspace_routes.get("/{workspace_id}/health")
+async def workspace_health(workspace_id: str, store: StoreDep) -> dict[str, str]:
+    _workspace_or_404(store, workspace_id)
+    return {"status": "healthy"}
+
+
+@workspace_routes.get("/{workspace_id}/tools")
+async def workspace_tools(workspace_id: str, store: StoreDep) -> dict[str, Any]:
+    _workspace_or_404(store, workspace_id)
+    return _tool_listing(store)
+
+
+@workspace_routes.post("/{workspace_id}/step")
+async def workspace_step(workspace_id: str, request: StepRequest, store: StoreDep) -> dict[str, Any]:
+    return await store.astep(_workspace_or_404(store, workspace_id), request)
+
+
+@workspace_routes.get("/{workspace_id}/snapshot")
+async def workspace_snapshot(workspace_id: str, store: StoreDep) -> dict[str, Any]:
+    # No lock: a snapshot must answer even while an NPC reply is pending (the engine snapshots right after
+    # a timeout), and an awaiting call changes the state only after its last await (see `acall`).
+    return store.snapshot(_workspace_or_404(store, workspace_id))
+
+
 def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORKSPACES) -> FastAPI:
     """An ASGI app serving one built-in server. Root `/step` and `/snapshot` use the `default` workspace."""
-    store = WorkspaceStore(server=server, max_workspaces=max_workspaces)
     app = FastAPI(title=f"{server.name} tool server", version="0.1.0")
-    app.state.store = store
-
-    def tool_listing() -> dict[str, Any]:
-        return {"tools": [tool.model_dump(by_alias=False) for tool in server.tools()]}
-
-    def workspace_or_404(workspace_id: str) -> Workspace:
-        if not _WORKSPACE_ID_RE.match(workspace_id):
-            raise HTTPException(status_code=404, detail=f"workspace '{workspace_id}' not found")
-        return store.get(workspace_id)
-
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "healthy"}
-
-    @app.get("/tools")
-    async def list_tools() -> dict[str, Any]:
-        return tool_listing()
-
-    @app.post("/step")
-    async def step_default(request: StepRequest) -> dict[str, Any]:
-        return await store.astep(store.get_or_create_default(), request)
-
-    @app.get("/snapshot")
-    async def snapshot_default() -> dict[str, Any]:
-        return store.snapshot(store.get_or_create_default())
-
-    @app.post("/workspaces", status_code=201)
-    async def create_workspace(request: CreateWorkspaceRequest | None = None) -> JSONResponse:
-        body = request or CreateWorkspaceRequest()
-        workspace = store.create(body.workspace_id, body.seed)
-        # With the seeded state, a rollout's initial snapshot needs no request of its own.
-        content = {"workspace_id": workspace.workspace_id, "path": f"/workspaces/{workspace.workspace_id}"}
-        return JSONResponse(status_code=201, content={**content, "state": workspace.state})
-
-    @app.delete("/workspaces/{workspace_id}")
-    async def delete_workspace(workspace_id: str) -> dict[str, Any]:
-        workspace_or_404(workspace_id)
-        store.delete(workspace_id)
-        return {"workspace_id": workspace_id, "deleted": True}
-
-    @app.post("/workspaces/{workspace_id}/seed")
-    async def seed_workspace(workspace_id: str, request: SeedRequest) -> dict[str, Any]:
-        # Seeding after creation lets the engine report building and seeding as separate rollout phases.
-        workspace = workspace_or_404(workspace_id)
-        async with workspace.lock:
-            store.seed(workspace, request.seed)
-        return {"workspace_id": workspace_id, "seeded_files": len(request.seed)}
-
-    @app.post("/workspaces/{workspace_id}/configure")
-    async def configure_workspace(workspace_id: str, request: Request) -> dict[str, Any]:
-        workspace = workspace_or_404(workspace_id)
-        # Read by hand: a 422 from body validation would echo the input back, and it may hold an API key.
-        try:
-            settings = await request.json()
-        except ValueError:
-            raise HTTPException(status_code=400, detail="configure body must be a JSON object") from None
-        if not isinstance(settings, dict):
-            raise HTTPException(status_code=400, detail="configure body must be a JSON object")
-        async with workspace.lock:
-            applied = store.configure(workspace, settings)
-        return {"workspace_id": workspace_id, "configured": applied}
-
-    @app.get("/workspaces/{workspace_id}/health")
-    async def workspace_health(workspace_id: str) -> dict[str, str]:
-        workspace_or_404(workspace_id)
-        return {"status": "healthy"}
-
-    @app.get("/workspaces/{workspace_id}/tools")
-    async def workspace_tools(workspace_id: str) -> dict[str, Any]:
-        workspace_or_404(workspace_id)
-        return tool_listing()
-
-    @app.post("/workspaces/{workspace_id}/step")
-    async def workspace_step(workspace_id: str, request: StepRequest) -> dict[str, Any]:
-        return await store.astep(workspace_or_404(workspace_id), request)
-
-    @app.get("/workspaces/{workspace_id}/snapshot")
-    async def workspace_snapshot(workspace_id: str) -> dict[str, Any]:
-        # No lock: a snapshot must answer even while an NPC reply is pending (the engine snapshots right after
-        # a timeout), and an awaiting call changes the state only after its last await (see `acall`).
-        return store.snapshot(workspace_or_404(workspace_id))
-
+    app.state.store = WorkspaceStore(server=server, max_workspaces=max_workspaces)
+    app.include_router(default_routes)
+    app.include_router(workspace_routes)
     return app

@@ -22,11 +22,11 @@ from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.lib.retry import RetryPolicy
 from eval_pipelines.llm.client import ChatClient, normalise_base_url
 from eval_pipelines.llm.errors import LLMError
-from eval_pipelines.llm.sim_npc import SIM_NPC, NpcPersona, persona_system_prompt, sim_npc_persona
 from eval_pipelines.llm.types import ChatMessage, ChatRequest
 from eval_pipelines.schemas._base import StrictModel
 from eval_pipelines.schemas.model_config import MAX_TEMPERATURE, MIN_TEMPERATURE, ModelConfig
 from eval_pipelines.schemas.scenarios import NpcProfile
+from eval_pipelines.sim.npc import SIM_NPC, NpcPersona, persona_system_prompt, sim_npc_persona
 
 NPCS = "npcs"
 ROOMS = "rooms"

@@ -16,9 +16,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from eval_pipelines.warehouse.metrics import METRIC_VIEWS
+from eval_pipelines.warehouse.metrics import METRIC_VIEWS, ROLLOUT_SCORES, VERIFICATIONS_LATEST
 from eval_pipelines.warehouse.store import PARQUET_SUFFIX, Warehouse
-from eval_pipelines.warehouse.tables import TABLE_SPECS, TableSpec
+from eval_pipelines.warehouse.tables import ROLLOUTS, TABLE_SPECS, VERIFICATIONS, TableSpec, table_spec
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,16 @@ def table_glob(root: Path, spec: TableSpec) -> str:
     return "/".join([str(root / spec.name), *parts])
 
 
-def table_view_sql(root: Path, spec: TableSpec, has_files: bool) -> str:
+def table_view_sql(root: Path, spec: TableSpec, has_files: bool, *, glob: str | None = None) -> str:
+    """The view of a table over the whole warehouse at `root`, or over the files matching `glob` in the folder
+    `root` (one partition: its Hive columns still come from the path)."""
     if has_files:
         # Hive values are pinned to VARCHAR: DuckDB would otherwise read `scenario=2024` as BIGINT and a
         # partition key like `1.5` as a number.
         hive_types = ", ".join(f"{_quote_literal(c)}: 'VARCHAR'" for c in spec.partition_by)
         source = (
-            f"read_parquet({_quote_literal(table_glob(root, spec))}, hive_partitioning = true, "
+            f"read_parquet({_quote_literal(table_glob(root, spec) if glob is None else str(root / glob))}, "
+            "hive_partitioning = true, "
             f"hive_types = {{{hive_types}}}, union_by_name = true)"
         )
         return f"create or replace view {spec.name} as select * from {source}"
@@ -116,6 +119,39 @@ def build_catalog(warehouse_root: Path, duckdb_path: Path) -> CatalogSummary:
         tmp.unlink(missing_ok=True)
         Path(f"{tmp}.wal").unlink(missing_ok=True)
     return CatalogSummary(path=target, views=tuple(views), row_counts=row_counts)
+
+
+@dataclass(frozen=True)
+class RolloutScore:
+    """A rollout's row of `rollout_scores`: `outcome` passed/failed/error (None: running or not verified)."""
+
+    outcome: str | None
+    reward: float | None
+
+
+def partition_scores(
+    warehouse_root: Path, *, model_key: str, scenario_key: str, sweep_id: str
+) -> dict[str, RolloutScore]:
+    """rollout_id -> its score, for one sweep's rollouts of one partition, by the catalog's own SQL
+    (`verifications_latest`, `rollout_scores`) over that partition's files: Python never restates the rule."""
+    root = Path(warehouse_root).resolve()
+    _check_root(root)
+    warehouse = Warehouse(root)
+    con = duckdb.connect()
+    try:
+        for name in (ROLLOUTS.name, VERIFICATIONS.name):
+            spec = table_spec(name)
+            files = warehouse.partition_files(name, model_key=model_key, scenario_key=scenario_key)
+            folder = files[0].parent if files else root
+            con.execute(table_view_sql(folder, spec, has_files=bool(files), glob=f"*{PARQUET_SUFFIX}"))
+        for metric in (VERIFICATIONS_LATEST, ROLLOUT_SCORES):
+            con.execute(metric.statement())
+        rows = con.execute(
+            "select rollout_id, outcome, reward from rollout_scores where sweep_id = ?", [sweep_id]
+        ).fetchall()
+    finally:
+        con.close()
+    return {rollout_id: RolloutScore(outcome, reward) for rollout_id, outcome, reward in rows}
 
 
 def connect_read_only(duckdb_path: Path) -> duckdb.DuckDBPyConnection:

@@ -63,6 +63,14 @@ def describe_schema_mismatch(table_name: str, actual: pa.Schema, expected: pa.Sc
     return f"table {table_name!r} does not match its registered schema: {detail}"
 
 
+def hive_partition(model_key: str, scenario_key: str) -> Path:
+    """The relative folder of one model x scenario partition (`model=<m>/scenario=<s>`): the one home of the
+    Hive layout, also used for files kept beside the warehouse per partition (traces, assessment manifests)."""
+    return Path(f"{HIVE_MODEL}={_check_part('model_key', model_key)}") / (
+        f"{HIVE_SCENARIO}={_check_part('scenario_key', scenario_key)}"
+    )
+
+
 class Warehouse:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -75,8 +83,7 @@ class Warehouse:
         return (
             self.root
             / spec.name
-            / f"{HIVE_MODEL}={_check_part('model_key', model_key)}"
-            / f"{HIVE_SCENARIO}={_check_part('scenario_key', scenario_key)}"
+            / hive_partition(model_key, scenario_key)
             / f"{_check_part('file_stem', file_stem)}{PARQUET_SUFFIX}"
         )
 

@@ -14,8 +14,8 @@ import pytest
 from eval_pipelines.clients.errors import Conflict, NotFound
 from eval_pipelines.clients.evaluation import EvaluationClientSync
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.pipeline.steps import run_and_collect, verify_partition
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import Rollout, RolloutStatus, RunLaunchRequest
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse

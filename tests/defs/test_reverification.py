@@ -13,8 +13,8 @@ from eval_pipelines.definitions import build_assets, build_definitions
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
-from eval_pipelines.paths import scenarios_dir
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.inputs.paths import scenarios_dir
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from tests.support.scripted_llm import Script, create_scripted_app
 
 PARTITIONS = [partition_of(m, "email_ops_1.0.0") for m in ("sim-oracle", "sim-noop")]

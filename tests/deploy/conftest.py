@@ -19,7 +19,7 @@ import psycopg2
 import pytest
 from psycopg2 import sql
 
-from eval_pipelines.paths import DATA_DIR_ENV, SWEEPS_DIR_ENV, project_root
+from eval_pipelines.inputs.paths import DATA_DIR_ENV, SWEEPS_DIR_ENV, project_root
 
 REPO = project_root()
 POSTGRES_DAGSTER_YAML = REPO / "deploy" / "postgres" / "dagster.yaml"

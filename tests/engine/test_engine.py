@@ -11,8 +11,8 @@ import pytest
 
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer, free_port
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.artifacts import META_STATE, META_STATE_DIFFS, META_TIMEOUT
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import MSG_CANCELLED, MSG_TIMEOUT, RolloutPhase, RolloutStatus, TerminationReason
@@ -218,8 +218,8 @@ async def test_the_readme_custom_agent_example_runs(
 
 
 async def test_log_prob_and_tool_server_url_knobs(serve: Any, tool_host: Any) -> None:
-    from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
     from eval_pipelines.schemas.artifacts import META_LOGPROBS
+    from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 
     sim = serve(create_sim_app(ReferenceBook.from_catalog(ScenarioCatalog())))
     dead = f"http://127.0.0.1:{free_port()}/email"

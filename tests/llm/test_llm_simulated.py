@@ -13,28 +13,28 @@ from typing import Any
 import httpx
 import pytest
 
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError
 from eval_pipelines.lib.serving import BackgroundServer, free_port
 from eval_pipelines.llm import (
-    SIMULATED_MODELS,
     ChatClient,
     ChatCompletion,
     ChatMessage,
     ChatRequest,
     LLMInvalidModelError,
-    ReferenceBook,
     ToolSpec,
-    create_sim_app,
 )
-from eval_pipelines.llm.simulated import (
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.tools import ToolCall
+from eval_pipelines.sim.endpoint import (
     EARLY_STOP_REPLY,
     GENERIC_TEXT,
     NOOP_REPLY,
+    SIMULATED_MODELS,
     UNKNOWN_TASK_REPLY,
     WRONG_ADDRESS,
+    ReferenceBook,
+    create_sim_app,
 )
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError
-from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.tools import ToolCall
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,13 +10,13 @@ from eval_pipelines.llm import (
     ChatRequest,
     ToolSpec,
     estimate_cost_usd,
-    is_simulated_model,
     price_for,
     scrub_secrets,
     split_wire_tool_name,
     wire_tool_name,
 )
 from eval_pipelines.llm.client import normalise_base_url
+from eval_pipelines.schemas.sweep import is_simulated_model
 
 
 def test_completion_reading_is_liberal() -> None:

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from eval_pipelines.clients.platform import PlatformClient
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.local.services import local_evaluation_service, open_platform
 from eval_pipelines.pipeline.assessment import (
     JUDGEMENTS,
@@ -38,7 +39,6 @@ from eval_pipelines.pipeline.assessment import (
 from eval_pipelines.pipeline.steps import launch_request, run_and_collect, verify_partition
 from eval_pipelines.platform.embedded import EmbeddedPlatform
 from eval_pipelines.platform.models import SIM_SYNTH_MODEL_ID
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.platform import DatasetRow
 from eval_pipelines.schemas.sweep import SweepConfig

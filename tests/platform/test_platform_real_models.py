@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from eval_pipelines.clients.platform import PlatformServerError
-from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
 from eval_pipelines.platform.models import ModelConfigError, ModelKind, ModelRegistry, RegisteredModel
-from eval_pipelines.platform.simulated import PLATFORM_PERSONAS, SIM_SAFETY_JUDGE
 from eval_pipelines.schemas.platform import (
     ConversationJudgeRequest,
     ConversationMessage,
     JudgeCreateRequest,
     SynthDataRequest,
 )
+from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from eval_pipelines.sim.platform import PLATFORM_PERSONAS, SIM_SAFETY_JUDGE
 from tests.platform.conftest import BENIGN_ROW, HARMFUL_ROW, SPACE, PlatformFactory
 from tests.support.scripted_llm import Script, create_scripted_app, text_reply
 

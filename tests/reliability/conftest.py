@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.llm.sim_npc import SIM_NPC, sim_npc_persona
-from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from eval_pipelines.sim.npc import SIM_NPC, sim_npc_persona
 from eval_pipelines.toolservers.app import create_app
 from eval_pipelines.toolservers.email import EmailServer
 from tests.reliability.support_faults import (

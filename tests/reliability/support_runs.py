@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eval_pipelines.clients.backend import EvaluationBackend
-from eval_pipelines.paths import project_root
+from eval_pipelines.inputs.paths import project_root
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.pipeline.steps import CollectSummary, run_and_collect, verify_partition
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.schemas.runs import (
     DEFAULT_ERROR_RETRIES,
     ErrorClass,

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
-from eval_pipelines.llm.sim_npc import SIM_NPC, sim_npc_persona
-from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.schemas.runs import RolloutStatus, TerminationReason
 from eval_pipelines.service.layout import rollout_artifacts_path, service_paths
+from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from eval_pipelines.sim.npc import SIM_NPC, sim_npc_persona
 from tests.reliability.support_faults import ModelFactory
 from tests.reliability.support_runs import (
     SCENARIO_ID,

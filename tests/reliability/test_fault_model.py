@@ -14,8 +14,8 @@ import pytest
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.retry import RetryPolicy
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import MSG_TIMEOUT, ErrorClass, RolloutStatus, TerminationReason
 from eval_pipelines.toolservers.admin import ToolServerAdmin

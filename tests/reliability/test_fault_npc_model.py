@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.pipeline.steps import run_and_collect, verify_partition
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import ErrorClass, RunLaunchRequest
 from eval_pipelines.toolservers.npc import withheld_secrets
 from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.pipeline.steps import verify_partition
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import ErrorClass, RolloutStatus, TerminationReason
 from tests.reliability.support_runs import (
     MODEL_KEY,

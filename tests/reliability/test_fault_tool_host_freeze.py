@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.pipeline.steps import run_and_collect
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.runtime.local import shared_runtime
 from eval_pipelines.schemas.runs import ErrorClass, RunLaunchRequest
-from eval_pipelines.service.runtime import shared_runtime
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
 from tests.support.scripted_llm import slow_text_model

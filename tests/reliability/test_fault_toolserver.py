@@ -16,7 +16,7 @@ import pytest
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, RolloutSpec
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.schemas.artifacts import META_STATE
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import MSG_TIMEOUT, ErrorClass, RolloutStatus, TerminationReason

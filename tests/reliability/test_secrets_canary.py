@@ -33,15 +33,15 @@ import dagster as dg
 import pytest
 
 from eval_pipelines.cli import main
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.llm.sim_npc import SIM_NPC, sim_npc_persona
-from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
 from eval_pipelines.platform.app import create_platform_app
 from eval_pipelines.platform.auth import TokenRegistry
 from eval_pipelines.platform.config import PlatformSettings
 from eval_pipelines.platform.models import SIM_SYNTH_MODEL_ID, ModelRegistry
-from eval_pipelines.platform.simulated import PLATFORM_PERSONAS, SIM_QUALITY_JUDGE, SIM_SAFETY_JUDGE, SIM_SYNTH
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from eval_pipelines.sim.npc import SIM_NPC, sim_npc_persona
+from eval_pipelines.sim.platform import PLATFORM_PERSONAS, SIM_QUALITY_JUDGE, SIM_SAFETY_JUDGE, SIM_SYNTH
 from tests.reliability.support_canary import files_under, find_secrets
 from tests.reliability.support_faults import FaultyModel
 from tests.reliability.support_runs import BUILTIN_SCENARIOS, make_dagster_home

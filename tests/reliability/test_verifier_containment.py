@@ -19,8 +19,8 @@ import pytest
 
 from eval_pipelines.cli import EXIT_ERRORS
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.confine import abi_version
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.runs import ErrorClass, RolloutStatus
 from tests.reliability.support_runs import (
     SCENARIO_ID,

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from eval_pipelines.scenarios.catalog import ScenarioFiles
+from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.schemas.artifacts import META_NPC_TRANSCRIPTS, META_STATE, META_STATE_DIFFS, RunArtifacts
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.schemas.tools import ToolCall, ToolCallResult

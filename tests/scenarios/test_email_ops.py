@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.toolservers import EmailServer, create_app

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.toolservers import BuiltinToolServer, EmailServer, build_host_app

@@ -13,14 +13,14 @@ import pytest
 
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.llm import ReferenceBook, create_sim_app
-from eval_pipelines.llm.sim_npc import SIM_NPC, matched_topic, sim_npc_persona
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.schemas.artifacts import META_NPC_TRANSCRIPTS, META_STATE, RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import RolloutStatus
 from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from eval_pipelines.sim.npc import SIM_NPC, matched_topic, sim_npc_persona
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.toolservers.chat import ChatServer
 from eval_pipelines.toolservers.email import EmailServer

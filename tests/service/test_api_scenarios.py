@@ -16,7 +16,7 @@ import pytest
 
 from eval_pipelines.clients.errors import BadRequest, NotFound
 from eval_pipelines.clients.evaluation import EvaluationClient
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from tests.service.eval_service_support import SCENARIO, WRITE_KEY, RunningService, running_service
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
-from eval_pipelines.service.runtime import LocalRuntime, shared_tool_host
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
+from eval_pipelines.runtime.local import LocalRuntime, shared_tool_host
 
 
 def test_runtimes_share_one_tool_server_process(tmp_path: Path) -> None:

@@ -17,22 +17,23 @@ from typing import Any
 
 import pytest
 
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib import aio
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.llm.simulated import ReferenceBook, create_sim_app
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.runtime.local import shared_runtime
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import Rollout, RolloutStatus, Run, RunLaunchRequest, TerminationReason
 from eval_pipelines.service.executor import RunExecutor
 from eval_pipelines.service.layout import service_paths
-from eval_pipelines.service.runtime import shared_runtime
 from eval_pipelines.service.store import RunStore
 from eval_pipelines.service.workers import (
+    WORKER_MODULE,
     WORKERS_ENV,
     WorkerJob,
     rollout_workers,
     split_parallel,
 )
+from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 
 SCENARIO = "email_ops:1.0.0"
 CANARY = "sk-worker-canary-5d1e7a"
@@ -147,7 +148,7 @@ def _worker_children() -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except (OSError, ValueError):
             continue
-        if ppid == os.getpid() and b"eval_pipelines.service.workers" in cmdline:
+        if ppid == os.getpid() and WORKER_MODULE.encode() in cmdline:
             found.append(int(entry.name))
     return found
 

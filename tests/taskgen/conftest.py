@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.llm.sim_taskgen import SIM_TASKGEN, taskgen_persona
-from eval_pipelines.llm.simulated import ReferenceBook, SimPersona, create_sim_app
 from eval_pipelines.llm.types import ChatRequest
+from eval_pipelines.sim.endpoint import ReferenceBook, SimPersona, create_sim_app
+from eval_pipelines.sim.taskgen import SIM_TASKGEN, taskgen_persona
 from eval_pipelines.toolservers import create_app
 from eval_pipelines.toolservers.calendar import CalendarServer
 from eval_pipelines.toolservers.registry import BUILTIN_SERVERS

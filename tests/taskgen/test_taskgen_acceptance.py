@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.schemas.runs import RunLaunchRequest
 from eval_pipelines.taskgen import SchemaTaskGenerator, apportion, parse_request, toolset_from_server, write_bundle
 

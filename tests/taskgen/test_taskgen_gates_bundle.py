@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.tools import ToolCall
 from eval_pipelines.taskgen import BundleError, QualityGates, parse_request, toolset_from_server, write_bundle
 from eval_pipelines.taskgen.assembly import gate_and_assemble

@@ -12,11 +12,11 @@ import pytest
 
 from eval_pipelines.clients.errors import JobFailed
 from eval_pipelines.clients.evaluation import EvaluationClient
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.llm import ChatClient
-from eval_pipelines.llm.sim_taskgen import SIM_TASKGEN, prompt_context
 from eval_pipelines.llm.types import ChatRequest
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.taskgen import JobStatus, TaskGenRequest
+from eval_pipelines.sim.taskgen import SIM_TASKGEN, prompt_context
 from eval_pipelines.taskgen import (
     DefaultTaskGenerator,
     LLMEndpoint,

@@ -11,7 +11,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.taskgen import (
     DefaultTaskGenerator,
     LLMEndpoint,

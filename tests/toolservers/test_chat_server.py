@@ -16,8 +16,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.llm.sim_npc import SIM_NPC
 from eval_pipelines.schemas.tools import StateDiff, StepResponse, ToolDefinition
+from eval_pipelines.sim.npc import SIM_NPC
 from eval_pipelines.toolservers.app import create_app
 from eval_pipelines.toolservers.chat import ChatServer
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.llm import ReferenceBook, create_sim_app
-from eval_pipelines.llm.sim_npc import SIM_NPC, sim_npc_persona
 from eval_pipelines.schemas.model_config import ModelConfig, Provider
+from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from eval_pipelines.sim.npc import SIM_NPC, sim_npc_persona
 from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
 from eval_pipelines.toolservers.app import create_app
 from eval_pipelines.toolservers.base import BuiltinToolServer, ToolContext, ToolError

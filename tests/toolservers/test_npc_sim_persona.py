@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipelines.llm.sim_npc import (
+from eval_pipelines.llm.types import ChatMessage, ChatRequest
+from eval_pipelines.sim.npc import (
     SIM_NPC,
     UNKNOWN_PERSONA_REPLY,
     NpcPersona,
@@ -13,7 +14,6 @@ from eval_pipelines.llm.sim_npc import (
     persona_system_prompt,
     sim_npc_persona,
 )
-from eval_pipelines.llm.types import ChatMessage, ChatRequest
 from eval_pipelines.toolservers.npc import persona_messages
 
 PERSONA = NpcPersona(

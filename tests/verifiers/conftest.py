@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.reverify import NOOP, PERTURBED, REFERENCE, replay_variants
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 
 SCENARIOS_ROOT = Path(__file__).resolve().parents[2] / "data" / "scenarios"

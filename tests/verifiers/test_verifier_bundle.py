@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines.scenarios.catalog import ScenarioFiles
+from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.verifiers.bundle import (
     BUNDLE_PACKAGE,
     BundleError,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines.scenarios.catalog import ScenarioFiles
+from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.verifiers.bundle import build_bundle, load_bundle
 from eval_pipelines.verifiers.isolation import (

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.llm.client import ChatClient
-from eval_pipelines.llm.sim_judge import SIM_JUDGE, criteria_of, salient_terms, sim_judge_persona
-from eval_pipelines.llm.simulated import SIMULATED_FINGERPRINT, ReferenceBook, create_sim_app
-from eval_pipelines.scenarios.catalog import ScenarioFiles
 from eval_pipelines.schemas.verifiers import JudgeVerdict
+from eval_pipelines.sim.endpoint import SIMULATED_FINGERPRINT, ReferenceBook, create_sim_app
+from eval_pipelines.sim.judge import SIM_JUDGE, criteria_of, salient_terms, sim_judge_persona
 from eval_pipelines.verifiers.loader import load_verifier_package
 from eval_pipelines.verifiers.protocol import verify_task
 from eval_pipelines.verifiers.rubric import RubricJudge

@@ -13,6 +13,8 @@ import dagster as dg
 from eval_pipelines.clients.errors import BadRequest, ServiceError
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError, ScenarioFiles
+from eval_pipelines.inputs.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.pipeline.health import partition_error_share
 from eval_pipelines.pipeline.steps import (
     RunNotLaunched,
@@ -26,11 +28,9 @@ from eval_pipelines.pipeline.steps import (
 )
 from eval_pipelines.pipeline.summary import markdown_table
 from eval_pipelines.reports import pass_rate_summary
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError, ScenarioFiles
+from eval_pipelines.runtime.local import shared_runtime
 from eval_pipelines.schemas.runs import RunLaunchRequest
 from eval_pipelines.schemas.sweep import DEFAULT_ERROR_THRESHOLD, SweepConfig
-from eval_pipelines.service.runtime import shared_runtime
-from eval_pipelines.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.verifiers.loader import package_version
 from eval_pipelines.warehouse.catalog import build_catalog
 from eval_pipelines.warehouse.rows import RolloutContext

@@ -7,9 +7,9 @@ import dagster as dg
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG
 from eval_pipelines.defs.evals.cli_runs import fail_abandoned_cli_runs
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
+from eval_pipelines.inputs.sweeps import ConfigError, default_sweep_id, load_all_sweeps, sweep_scenarios
 from eval_pipelines.schemas.sweep import SweepConfig
-from eval_pipelines.sweeps import ConfigError, default_sweep_id, load_all_sweeps, sweep_scenarios
 
 sweep_job = dg.define_asset_job(
     "sweep_partition",

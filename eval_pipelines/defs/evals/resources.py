@@ -12,11 +12,11 @@ from pydantic import Field, PrivateAttr
 from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.clients.http_backend import HttpEvaluationBackend
 from eval_pipelines.clients.platform import PlatformTarget
+from eval_pipelines.inputs.paths import data_dir
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, default_scenarios_dir
+from eval_pipelines.inputs.sweeps import default_sweeps_dir, load_all_sweeps
 from eval_pipelines.local.services import local_evaluation_service, open_platform
-from eval_pipelines.paths import data_dir
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, default_scenarios_dir
 from eval_pipelines.schemas.sweep import SweepConfig
-from eval_pipelines.sweeps import default_sweeps_dir, load_all_sweeps
 
 
 def default_data_dir() -> str:

@@ -8,8 +8,8 @@ from pydantic import Field
 
 from eval_pipelines.defs.evals.partitions import SCENARIOS
 from eval_pipelines.defs.evals.resources import EvalPaths
+from eval_pipelines.inputs.scenarios import partition_key
 from eval_pipelines.pipeline.generation import generate_into_catalog, toolset_from_server, toolset_of_scenario
-from eval_pipelines.scenarios.catalog import partition_key
 from eval_pipelines.schemas.taskgen import DEFAULT_NUM_TASKS, MAX_NUM_TASKS
 
 

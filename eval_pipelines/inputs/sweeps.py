@@ -13,8 +13,8 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from eval_pipelines.paths import sweeps_dir
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioFiles, partition_key
+from eval_pipelines.inputs.paths import sweeps_dir
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles, partition_key
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 

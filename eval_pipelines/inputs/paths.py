@@ -15,7 +15,7 @@ SWEEPS_DIR_ENV = "EVAL_PIPELINES_SWEEPS_DIR"
 
 
 def project_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def data_dir() -> Path:

@@ -24,7 +24,7 @@ from urllib.parse import unquote
 
 from pydantic import ValidationError
 
-from eval_pipelines.paths import scenarios_dir
+from eval_pipelines.inputs.paths import scenarios_dir
 from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, SeedDataFile, Task, Template
 
 _UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]")

@@ -33,9 +33,10 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError
 from eval_pipelines.llm.history import summarised_call_count
 from eval_pipelines.llm.types import ChatMessage, ChatRequest, wire_tool_name
-from eval_pipelines.scenarios.catalog import ScenarioCatalog, ScenarioError
+from eval_pipelines.schemas.sweep import SIMULATED_PREFIX, is_simulated_model
 from eval_pipelines.schemas.tools import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -63,13 +64,6 @@ _ALTERNATIVE_TOKENS = (" the", " a", " to", " and", " of", " I", " it", " this",
 
 #: Every simulated model, agent or persona (NPC, judge, generator), is named with this prefix, so a name alone
 #: tells a simulated number from a real model's.
-SIMULATED_PREFIX = "sim-"
-
-
-def is_simulated_model(name: str) -> bool:
-    return name.strip().startswith(SIMULATED_PREFIX)
-
-
 def normalise_instruction(text: str) -> str:
     return " ".join(text.split())
 

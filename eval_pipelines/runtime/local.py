@@ -7,15 +7,15 @@ import atexit
 import logging
 import threading
 
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
-from eval_pipelines.llm.sim_judge import SIM_JUDGE, sim_judge_persona
-from eval_pipelines.llm.sim_npc import SIM_NPC, sim_npc_persona
-from eval_pipelines.llm.sim_taskgen import SIM_TASKGEN, taskgen_persona
-from eval_pipelines.llm.simulated import ReferenceBook, SimPersona, create_sim_app
-from eval_pipelines.platform.simulated import PLATFORM_PERSONAS
-from eval_pipelines.scenarios.catalog import ScenarioCatalog
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.sweep import SIMULATED_BASE_URL
+from eval_pipelines.sim.endpoint import ReferenceBook, SimPersona, create_sim_app
+from eval_pipelines.sim.judge import SIM_JUDGE, sim_judge_persona
+from eval_pipelines.sim.npc import SIM_NPC, sim_npc_persona
+from eval_pipelines.sim.platform import PLATFORM_PERSONAS
+from eval_pipelines.sim.taskgen import SIM_TASKGEN, taskgen_persona
 from eval_pipelines.toolservers.host import BUILTIN_SERVERS, ToolServerProcess
 
 

@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eval_pipelines.llm.simulated import SimPersona
+from eval_pipelines.llm.tagged_json import CONVERSATION_TAG, SYNTHESIS_TAG, extract_tagged
 from eval_pipelines.llm.types import ChatRequest
-from eval_pipelines.platform.prompts import CONVERSATION_TAG, SYNTHESIS_TAG, extract_tagged
+from eval_pipelines.sim.endpoint import SimPersona
 
 SIM_QUALITY_JUDGE = "sim-veritas"
 SIM_SAFETY_JUDGE = "sim-collinear-guard"

@@ -1,0 +1,30 @@
+"""Every asset of the code location, built in one place: `definitions.py` serves them, and the CLI's runner
+(defs/runner.py) materialises them without loading the code location."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from eval_pipelines.defs.assessment.assets import ASSESSMENT_ASSETS
+from eval_pipelines.defs.evals.assets import (
+    build_verification_asset,
+    eval_catalog,
+    eval_run,
+    rollouts,
+    rubric_verification,
+    verifiers_code_version,
+)
+from eval_pipelines.defs.taskgen.assets import generated_tasks
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
+
+
+def build_assets() -> list[dg.AssetsDefinition]:
+    """The assets, unbound, in a stable order: eval_run, rollouts, verification, eval_catalog, then the
+    assessment assets. `verification`'s code version is read from the verifier sources each time
+    this runs (each code-location load), which is what lets a verifier edit trigger re-verification."""
+    verification = build_verification_asset(verifiers_code_version(ScenarioCatalog()))
+    return [eval_run, rollouts, verification, eval_catalog, *ASSESSMENT_ASSETS, generated_tasks, rubric_verification]
+
+
+def assets_by_name() -> dict[str, dg.AssetsDefinition]:
+    return {a.key.to_user_string(): a for a in build_assets()}
