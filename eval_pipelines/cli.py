@@ -122,9 +122,10 @@ def sweep_backend(args: argparse.Namespace, held: contextlib.ExitStack) -> Evalu
         raise UserError("--backend http needs --base-url (the evaluation service's address)")
     if not os.environ.get(SERVICE_KEY_ENV):
         raise UserError(f"--backend http needs the service's API key in the environment variable {SERVICE_KEY_ENV}")
-    from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+    from eval_pipelines.clients.backend import EvaluationBackend
+    from eval_pipelines.clients.evaluation import EvaluationClient, EvaluationClientSync
 
-    remote = HttpEvaluationBackend(args.base_url, os.environ[SERVICE_KEY_ENV])
+    remote = EvaluationBackend(EvaluationClientSync(EvaluationClient(args.base_url, os.environ[SERVICE_KEY_ENV])))
     held.callback(remote.close)
     return remote
 

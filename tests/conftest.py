@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.local.services import local_evaluation_service
@@ -38,12 +38,12 @@ def serve() -> Iterator[object]:
 
 
 @pytest.fixture
-def local_backend() -> Iterator[Callable[..., HttpEvaluationBackend]]:
+def local_backend() -> Iterator[Callable[..., EvaluationBackend]]:
     """local_backend(data_dir, catalog=None) -> a client of the local evaluation service on `data_dir`, the way the
     pipeline's embedded default reaches it (loopback HTTP); stopped at the end of the test."""
     with contextlib.ExitStack() as held:
 
-        def open_backend(data_dir: Path, catalog: ScenarioCatalog | None = None) -> HttpEvaluationBackend:
+        def open_backend(data_dir: Path, catalog: ScenarioCatalog | None = None) -> EvaluationBackend:
             scenarios = (catalog or ScenarioCatalog()).root
             local = held.enter_context(local_evaluation_service(data_dir, scenarios))
             backend = local.backend()

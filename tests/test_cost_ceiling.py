@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.llm.pricing import estimate_cost_usd
 from eval_pipelines.pipeline.steps import run_and_collect, sweep_spend_usd, verify_partition
@@ -27,16 +27,14 @@ PRICED_MODEL = "gpt-4o"
 
 @dataclass
 class BudgetedRun:
-    backend: HttpEvaluationBackend
+    backend: EvaluationBackend
     rollouts: list[Rollout]
     warehouse: Warehouse
     scenario: ScenarioFiles
     data: Path
 
 
-def _budgeted_run(
-    local_backend: Callable[..., HttpEvaluationBackend], serve: Any, name: str, **launch: Any
-) -> BudgetedRun:
+def _budgeted_run(local_backend: Callable[..., EvaluationBackend], serve: Any, name: str, **launch: Any) -> BudgetedRun:
     """Three email_ops tasks on a priced scripted model with a ceiling the first rollout already passes."""
     server = serve(create_scripted_app(Script([text_reply("done")])))
     catalog = ScenarioCatalog()
@@ -63,7 +61,7 @@ def _budgeted_run(
 
 
 def test_the_ceiling_refuses_further_rollouts_and_they_stay_unscored(
-    local_backend: Callable[..., HttpEvaluationBackend], serve: Any
+    local_backend: Callable[..., EvaluationBackend], serve: Any
 ) -> None:
     assert estimate_cost_usd(PRICED_MODEL, 10, 5) > 0  # the scripted replies report 10 + 5 tokens
     budgeted = _budgeted_run(local_backend, serve, "budgeted", rollout_count=2)
@@ -88,7 +86,7 @@ def test_the_ceiling_refuses_further_rollouts_and_they_stay_unscored(
 
 
 def test_a_custom_agent_that_counts_no_token_is_metered_and_stopped_by_the_ceiling(
-    local_backend: Callable[..., HttpEvaluationBackend], serve: Any
+    local_backend: Callable[..., EvaluationBackend], serve: Any
 ) -> None:
     """Usage is metered in the chat client: a custom agent's calls cost what they cost, and the ceiling sees it."""
     budgeted = _budgeted_run(local_backend, serve, "silent", agent="tests.support.custom_agents:SilentSpender")

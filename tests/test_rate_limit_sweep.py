@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from starlette.responses import JSONResponse
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
@@ -43,7 +43,7 @@ class BurstOf429:
 
 
 def test_a_429_burst_loses_no_rollout_and_concurrency_recovers(
-    serve: Any, caplog: pytest.LogCaptureFixture, local_backend: Callable[..., HttpEvaluationBackend]
+    serve: Any, caplog: pytest.LogCaptureFixture, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     catalog = ScenarioCatalog()
     provider = BurstOf429(create_sim_app(ReferenceBook.from_catalog(catalog)))

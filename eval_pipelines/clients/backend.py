@@ -1,30 +1,85 @@
-"""What the pipeline needs from an evaluation service, whichever backend serves it."""
+"""What the pipeline needs from an evaluation service, over any server speaking spec 000: launch or resume a
+run, wait for it, list its rollouts and read their artifacts.
+
+Against the local service a re-launch of the same run_name resumes the existing run (409, then
+`POST /runs/{id}/resume`). Against a server without the resume extension, the existing run is waited for as it is.
+The embedded default is this backend too, against the local service on a loopback port (local/services.py).
+"""
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
 
+from eval_pipelines.clients.errors import Conflict, MethodNotAllowed, NotFound, WaitTimeout
+from eval_pipelines.clients.evaluation import EvaluationClientSync
 from eval_pipelines.schemas.artifacts import RunArtifacts
-from eval_pipelines.schemas.runs import Rollout, Run, RunLaunchRequest
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.runs import Rollout, Run, RunLaunchRequest, TerminationReason
 
 ProgressCallback = Callable[[Rollout], None]
 
+#: max_parallel the service assumes when a launch names none (the local service's default).
+ASSUMED_PARALLEL = 8
+#: Slack on top of the rollouts' own time limits before complete_run gives up waiting.
+DEADLINE_SLACK_SECONDS = 120.0
 
-class EvaluationBackend(Protocol):
-    name: str
+
+#: A run that has pending rollouts and none running for this long is not being executed (its server restarted,
+#: say): it is resumed once per stall.
+STALL_SECONDS = 10.0
+
+
+class EvaluationBackend:
+    """The pipeline's view of one evaluation service, through `client` (which it closes).
+
+    `local_artifacts(run_id, rollout_id)`: where the service writes a rollout's artifacts, when this process
+    shares its disk (the local service); the collector then reads that file instead of downloading a copy."""
+
+    def __init__(
+        self,
+        client: EvaluationClientSync,
+        *,
+        poll_interval: float = 2.0,
+        local_artifacts: Callable[[str, str], Path] | None = None,
+        name: str = "http",
+    ) -> None:
+        self.client = client
+        self.poll_interval = poll_interval
+        self.local_artifacts = local_artifacts
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"EvaluationBackend({self.client.client!r})"
+
+    def close(self) -> None:
+        self.client.close()
 
     def launch_or_resume(self, request: RunLaunchRequest) -> str:
-        """Launch the run, or when `run_name` exists already, resume that run. Returns the run id."""
-        ...
+        try:
+            return self.client.launch_run(request).run_id
+        except Conflict as conflict:
+            existing = self.find_run(request.run_name) if request.run_name else None
+            run_id = existing.run_id if existing is not None else conflict.existing_run_id
+            if run_id is None:
+                raise
+        # A re-launch retries what failed before.
+        self._resume(run_id, request.model_config_, retry_failed=True)
+        return run_id
 
-    def find_run(self, run_name: str) -> Run | None: ...
+    def _resume(self, run_id: str, config: ModelConfig, *, retry_failed: bool) -> None:
+        try:
+            self.client.resume_run(run_id, config, retry_failed=retry_failed)
+        except (NotFound, MethodNotAllowed):
+            self.client.get_run(run_id)  # the run exists (else NotFound): the server just has no resume
+
+    def find_run(self, run_name: str) -> Run | None:
+        return self.client.find_run_by_name(run_name)
 
     def cancel(self, run_id: str) -> int:
-        """Stop the run: active rollouts end `cancelled` within a second, pending ones never start. Returns how
-        many rollouts were cancelled."""
-        ...
+        return self.client.cancel_run(run_id).cancelled_rollouts
 
     def complete_run(
         self,
@@ -34,19 +89,74 @@ class EvaluationBackend(Protocol):
         timeout_seconds: float,
         progress: ProgressCallback | None = None,
     ) -> Run:
-        """Block until every rollout of the launched run is terminal; never launches it again."""
-        ...
+        """Wait for the launched run to finish; it is never launched again here.
 
-    def list_rollouts(self, run_id: str) -> list[Rollout]: ...
+        A run that stops moving (pending rollouts, none running, for `STALL_SECONDS`) or that finished with
+        rollouts a server restart interrupted is resumed, so a restarted service finishes what it had accepted.
+        `progress` is called once for each rollout that finishes while this call waits. `timeout_seconds` bounds
+        one rollout; the overall deadline allows every wave of `max_parallel` rollouts that much.
+        """
+        # A rollout counts as newly finished when it is terminal with a completion time not seen before this
+        # call: that covers rollouts a resume re-queued (they had finished once, as interrupted).
+        finished_before = {r.rollout_id: r.completed_at for r in self.list_rollouts(run_id) if r.status.is_terminal}
+        run = self.client.get_run(run_id)
+        waves = math.ceil(max(run.pending + run.running, 1) / (request.max_parallel or ASSUMED_PARALLEL))
+        deadline = time.monotonic() + waves * timeout_seconds + DEADLINE_SLACK_SECONDS
+        reported: set[str] = set()
+        done_seen = -1
+        moved_at = time.monotonic()
+        resumed_interrupted = False
+        while True:
+            done = run.total - run.pending - run.running
+            if done != done_seen or run.running:
+                moved_at = time.monotonic()
+            if done != done_seen and (progress is not None or run.is_finished):
+                for rollout in self.list_rollouts(run_id):
+                    if not rollout.status.is_terminal or rollout.rollout_id in reported:
+                        continue
+                    if finished_before.get(rollout.rollout_id, "never") == rollout.completed_at:
+                        continue
+                    reported.add(rollout.rollout_id)
+                    if progress is not None:
+                        progress(rollout)
+                done_seen = done
+            if run.is_finished:
+                if resumed_interrupted or not self._interrupted(run_id):
+                    return run
+                resumed_interrupted = True
+                self._resume(run_id, request.model_config_, retry_failed=False)
+            elif time.monotonic() - moved_at > STALL_SECONDS:
+                moved_at = time.monotonic()
+                self._resume(run_id, request.model_config_, retry_failed=False)
+            if time.monotonic() > deadline:
+                raise WaitTimeout(
+                    f"run {run_id} did not finish in time ({run.pending} pending, {run.running} running)", last=run
+                )
+            time.sleep(self.poll_interval)
+            run = self.client.get_run(run_id)
+
+    def _interrupted(self, run_id: str) -> bool:
+        """Whether a server restart interrupted some of the run's rollouts (a resume runs them again)."""
+        return any(r.termination_reason == TerminationReason.SERVER_RESTART.value for r in self.list_rollouts(run_id))
+
+    def list_rollouts(self, run_id: str) -> list[Rollout]:
+        return self.client.list_rollouts(run_id=run_id).rollouts
 
     def rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
-        """`list_rollouts` a page at a time, so a large run need not be held whole."""
-        ...
+        # The service's listing has no paging (spec 000): the whole list arrives in one answer anyway.
+        rollouts = self.list_rollouts(run_id)
+        for start in range(0, len(rollouts), page_size):
+            yield rollouts[start : start + page_size]
 
     def artifacts_file(self, run_id: str, rollout_id: str) -> Path | None:
-        """The file holding the rollout's artifacts when the service shares this process's disk, else None."""
-        ...
+        """The file the service wrote the rollout's artifacts to, when it is on this process's disk."""
+        if self.local_artifacts is None:
+            return None
+        path = self.local_artifacts(run_id, rollout_id)
+        return path if path.is_file() else None
 
     def get_artifacts(self, rollout_id: str) -> RunArtifacts | None:
-        """A finished rollout's artifacts; None when it has none (its trace could not be written)."""
-        ...
+        try:
+            return self.client.get_artifacts(rollout_id).artifacts
+        except NotFound:
+            return None

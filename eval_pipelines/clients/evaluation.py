@@ -15,13 +15,14 @@ Reading is liberal (the hosted product's variants): a template list wrapped in a
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -73,6 +74,7 @@ PAGE_SIZE = 200
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 T = TypeVar("T")
+P = ParamSpec("P")
 _TEMPLATES = TypeAdapter(list[Template])
 
 
@@ -419,19 +421,25 @@ def _shutdown(portal: _LoopThread, client: EvaluationClient) -> None:
         portal.loop.close()
 
 
+def _blocking(
+    method: Callable[Concatenate[EvaluationClient, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[EvaluationClientSync, P], T]:
+    """The blocking twin of an `EvaluationClient` method: the same parameters and answer, run on the facade's
+    loop thread."""
+
+    @functools.wraps(method)
+    def call(self: EvaluationClientSync, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(method(self.client, *args, **kwargs))
+
+    return call
+
+
 class EvaluationClientSync:
     """Blocking facade over EvaluationClient, safe to call from several threads (and from code that runs
     inside another event loop). `close()` it, or use it as a context manager."""
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        self.client = EvaluationClient(base_url, api_key, timeout_seconds=timeout_seconds, retry=retry)
+    def __init__(self, client: EvaluationClient) -> None:
+        self.client = client
         self._portal = _LoopThread()
         self._finalizer = weakref.finalize(self, _shutdown, self._portal, self.client)
 
@@ -455,116 +463,27 @@ class EvaluationClientSync:
             raise RuntimeError("the client is closed")
         return self._portal.run(coroutine)
 
-    def launch_run(self, request: RunLaunchRequest) -> RunLaunchResponse:
-        return self._run(self.client.launch_run(request))
-
-    def list_runs(
-        self,
-        *,
-        scenario_id: str | None = None,
-        source: RunSource | str = RunSource.RL_GYM,
-        limit: int = 50,
-        offset: int = 0,
-        expand_rollouts: bool = False,
-        run_name: str | None = None,
-    ) -> RunList:
-        return self._run(
-            self.client.list_runs(
-                scenario_id=scenario_id,
-                source=source,
-                limit=limit,
-                offset=offset,
-                expand_rollouts=expand_rollouts,
-                run_name=run_name,
-            )
-        )
-
-    def get_run(self, run_id: str) -> Run:
-        return self._run(self.client.get_run(run_id))
-
-    def cancel_run(self, run_id: str) -> CancelRunResponse:
-        return self._run(self.client.cancel_run(run_id))
-
-    def delete_run(self, run_id: str) -> DeleteRunResponse:
-        return self._run(self.client.delete_run(run_id))
-
-    def resume_run(self, run_id: str, model_config: ModelConfig, *, retry_failed: bool = True) -> ResumeRunResponse:
-        return self._run(self.client.resume_run(run_id, model_config, retry_failed=retry_failed))
-
-    def find_run_by_name(self, run_name: str) -> Run | None:
-        return self._run(self.client.find_run_by_name(run_name))
-
-    def wait_for_run(
-        self,
-        run_id: str,
-        *,
-        deadline_seconds: float,
-        poll_interval: float = DEFAULT_POLL_INTERVAL,
-        on_update: Callable[[Run], None] | None = None,
-    ) -> Run:
-        return self._run(
-            self.client.wait_for_run(
-                run_id, deadline_seconds=deadline_seconds, poll_interval=poll_interval, on_update=on_update
-            )
-        )
-
-    def list_rollouts(
-        self,
-        *,
-        scenario_id: str | None = None,
-        task_id: str | None = None,
-        run_id: str | None = None,
-        status: RolloutStatus | str | None = None,
-    ) -> RolloutList:
-        return self._run(
-            self.client.list_rollouts(scenario_id=scenario_id, task_id=task_id, run_id=run_id, status=status)
-        )
-
-    def get_rollout(self, rollout_id: str) -> Rollout:
-        return self._run(self.client.get_rollout(rollout_id))
-
-    def get_artifacts(self, rollout_id: str, *, redact_tool_calls: bool = False) -> ArtifactsResponse:
-        return self._run(self.client.get_artifacts(rollout_id, redact_tool_calls=redact_tool_calls))
-
-    def list_scenarios(self) -> list[Template]:
-        return self._run(self.client.list_scenarios())
-
-    def list_tasks(self, scenario_id: str) -> ScenarioTasks:
-        return self._run(self.client.list_tasks(scenario_id))
-
-    def get_rubric(self, scenario_id: str, task_id: str) -> Rubric:
-        return self._run(self.client.get_rubric(scenario_id, task_id))
-
-    def list_npcs(self, scenario_id: str) -> ScenarioNpcs:
-        return self._run(self.client.list_npcs(scenario_id))
-
-    def list_seed_data(self, scenario_id: str) -> SeedDataList:
-        return self._run(self.client.list_seed_data(scenario_id))
-
-    def get_seed_file(self, scenario_id: str, filename: str) -> SeedDataFile:
-        return self._run(self.client.get_seed_file(scenario_id, filename))
-
-    def download_verifier_bundle(self, scenario_id: str) -> bytes:
-        return self._run(self.client.download_verifier_bundle(scenario_id))
-
-    def test_model_config(self, config: ModelConfig) -> ModelConfigTestResult:
-        return self._run(self.client.test_model_config(config))
-
-    def submit_task_gen(self, request: TaskGenRequest) -> TaskGenJob:
-        return self._run(self.client.submit_task_gen(request))
-
-    def get_task_gen_job(self, job_id: str) -> TaskGenJob:
-        return self._run(self.client.get_task_gen_job(job_id))
-
-    def get_task_gen_results(self, job_id: str) -> TaskGenResults:
-        return self._run(self.client.get_task_gen_results(job_id))
-
-    def wait_for_task_gen(
-        self, job_id: str, *, deadline_seconds: float, poll_interval: float = DEFAULT_POLL_INTERVAL
-    ) -> TaskGenResults:
-        return self._run(
-            self.client.wait_for_task_gen(job_id, deadline_seconds=deadline_seconds, poll_interval=poll_interval)
-        )
-
-    def health(self) -> dict[str, Any]:
-        return self._run(self.client.health())
+    launch_run = _blocking(EvaluationClient.launch_run)
+    list_runs = _blocking(EvaluationClient.list_runs)
+    get_run = _blocking(EvaluationClient.get_run)
+    cancel_run = _blocking(EvaluationClient.cancel_run)
+    delete_run = _blocking(EvaluationClient.delete_run)
+    resume_run = _blocking(EvaluationClient.resume_run)
+    find_run_by_name = _blocking(EvaluationClient.find_run_by_name)
+    wait_for_run = _blocking(EvaluationClient.wait_for_run)
+    list_rollouts = _blocking(EvaluationClient.list_rollouts)
+    get_rollout = _blocking(EvaluationClient.get_rollout)
+    get_artifacts = _blocking(EvaluationClient.get_artifacts)
+    list_scenarios = _blocking(EvaluationClient.list_scenarios)
+    list_tasks = _blocking(EvaluationClient.list_tasks)
+    get_rubric = _blocking(EvaluationClient.get_rubric)
+    list_npcs = _blocking(EvaluationClient.list_npcs)
+    list_seed_data = _blocking(EvaluationClient.list_seed_data)
+    get_seed_file = _blocking(EvaluationClient.get_seed_file)
+    download_verifier_bundle = _blocking(EvaluationClient.download_verifier_bundle)
+    test_model_config = _blocking(EvaluationClient.test_model_config)
+    submit_task_gen = _blocking(EvaluationClient.submit_task_gen)
+    get_task_gen_job = _blocking(EvaluationClient.get_task_gen_job)
+    get_task_gen_results = _blocking(EvaluationClient.get_task_gen_results)
+    wait_for_task_gen = _blocking(EvaluationClient.wait_for_task_gen)
+    health = _blocking(EvaluationClient.health)

@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
+from eval_pipelines.clients.evaluation import EvaluationClient, EvaluationClientSync
 from eval_pipelines.clients.platform import PLATFORM_SPACE_ENV, PLATFORM_TOKEN_ENV, PLATFORM_URL_ENV, PlatformTarget
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.platform.embedded import EmbeddedPlatform
@@ -74,13 +75,12 @@ class LocalEvaluationService:
     def stop(self) -> None:
         self._server.stop()
 
-    def backend(self) -> HttpEvaluationBackend:
+    def backend(self) -> EvaluationBackend:
         """A client of this service. It shares the service's data directory, so it reads each rollout's artifacts
         from the file the service wrote instead of copying them."""
         artifacts_dir = self.artifacts_dir
-        return HttpEvaluationBackend(
-            self.url,
-            self.key,
+        return EvaluationBackend(
+            EvaluationClientSync(EvaluationClient(self.url, self.key)),
             poll_interval=LOCAL_POLL_SECONDS,
             local_artifacts=lambda run_id, rollout_id: rollout_artifacts_path(artifacts_dir, run_id, rollout_id),
             name="embedded",

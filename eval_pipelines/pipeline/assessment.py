@@ -495,10 +495,6 @@ class JudgeSummary:
     table: pa.Table
 
 
-def _empty_judgements() -> pa.Table:
-    return _table(JUDGEMENTS, {n: [] for n in JUDGEMENTS.schema.names})
-
-
 async def judge_manifest(
     client: PlatformClient,
     manifest: DatasetManifest,
@@ -521,25 +517,6 @@ async def judge_manifest(
     table = judgements_table(manifest.rows, outcome, judged_at=judged_at)
     means = {kind: sum(v[kind].score for v in outcome.verdicts) / len(outcome.verdicts) for kind in outcome.judges}
     return JudgeSummary(len(manifest.rows), outcome.dataset_id, outcome.judges, means, table)
-
-
-async def judge_partition(
-    client: PlatformClient,
-    warehouse: Warehouse,
-    model_key: str,
-    scenario_key: str,
-    *,
-    sweep_id: str,
-    space_id: str,
-    setup: JudgeSetup | None = None,
-    reuse: Mapping[str, KnownJudge] | None = None,
-    judged_at: dt.datetime | None = None,
-) -> JudgeSummary:
-    """`upload_partition` then `judge_manifest`, in one go."""
-    manifest = await upload_partition(client, warehouse, model_key, scenario_key, sweep_id=sweep_id, space_id=space_id)
-    if manifest is None:
-        return JudgeSummary(0, None, {}, {}, _empty_judgements())
-    return await judge_manifest(client, manifest, setup=setup, reuse=reuse, judged_at=judged_at)
 
 
 # --- synthetic rows -----------------------------------------------------------------------------------------
@@ -598,29 +575,40 @@ def synthetic_rows_table(
 # --- the pipeline's steps, synchronous (one per Dagster asset) -----------------------------------------------
 
 
-def assessment_dataset_step(
-    target: PlatformTarget,
-    data_dir: Path,
-    warehouse: Warehouse,
-    model_key: str,
-    scenario_key: str,
-    sweep_id: str | None = None,
-) -> DatasetManifest | None:
-    """Upload the sweep's verified rollouts of the partition (None: the partition's newest sweep) as dataset rows,
-    once per content, and keep the manifest for `judgements_step`."""
-    sweep_id = sweep_id or warehouse.newest_sweep(model_key=model_key, scenario_key=scenario_key)
+@dataclass(frozen=True)
+class AssessedPartition:
+    """One model x scenario partition as the assessment steps see it: its warehouse rows, and the folder where
+    the steps keep their manifests and known judges. `sweep_id` None means the partition's newest sweep."""
+
+    data_dir: Path
+    warehouse: Warehouse
+    model_key: str
+    scenario_key: str
+    sweep_id: str | None = None
+
+    def sweep(self) -> str | None:
+        return self.sweep_id or self.warehouse.newest_sweep(model_key=self.model_key, scenario_key=self.scenario_key)
+
+    def manifest_path(self, sweep_id: str) -> Path:
+        return manifest_path(self.data_dir, self.model_key, self.scenario_key, sweep_id)
+
+
+def assessment_dataset_step(target: PlatformTarget, partition: AssessedPartition) -> DatasetManifest | None:
+    """Upload the sweep's verified rollouts of the partition as dataset rows, once per content, and keep the
+    manifest for `judgements_step`."""
+    sweep_id = partition.sweep()
     if sweep_id is None:
         return None
-    path = manifest_path(data_dir, model_key, scenario_key, sweep_id)
+    path = partition.manifest_path(sweep_id)
     previous = DatasetManifest.load(path) if path.is_file() else None
 
     async def go() -> DatasetManifest | None:
         async with target.client() as client:
             return await upload_partition(
                 client,
-                warehouse,
-                model_key,
-                scenario_key,
+                partition.warehouse,
+                partition.model_key,
+                partition.scenario_key,
                 sweep_id=sweep_id,
                 space_id=target.space_id,
                 previous=previous,
@@ -632,25 +620,18 @@ def assessment_dataset_step(
     return manifest
 
 
-def judgements_step(
-    target: PlatformTarget,
-    data_dir: Path,
-    warehouse: Warehouse,
-    model_key: str,
-    scenario_key: str,
-    sweep_id: str | None = None,
-) -> JudgeSummary | None:
+def judgements_step(target: PlatformTarget, partition: AssessedPartition) -> JudgeSummary | None:
     """Judge the sweep's uploaded dataset (quality and safety) with the judges created before when they still
     exist, and write the sweep's `judgements` rows (its own file)."""
-    sweep_id = sweep_id or warehouse.newest_sweep(model_key=model_key, scenario_key=scenario_key)
+    sweep_id = partition.sweep()
     if sweep_id is None:
         return None
-    path = manifest_path(data_dir, model_key, scenario_key, sweep_id)
+    path = partition.manifest_path(sweep_id)
     if not path.is_file():
         return None
     manifest = DatasetManifest.load(path)
     setup = JudgeSetup()
-    known = judges_path(data_dir)
+    known = judges_path(partition.data_dir)
 
     async def go() -> JudgeSummary:
         async with target.client() as client:
@@ -659,11 +640,11 @@ def judgements_step(
 
     summary = asyncio.run(go())
     save_known_judges(known, manifest.space_id, summary.judges)
-    warehouse.write(
+    partition.warehouse.write(
         "judgements",
         summary.table,
-        model_key=model_key,
-        scenario_key=scenario_key,
+        model_key=partition.model_key,
+        scenario_key=partition.scenario_key,
         file_stem=judgements_file_stem(setup, sweep_id),
     )
     return summary

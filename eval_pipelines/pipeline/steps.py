@@ -137,32 +137,17 @@ def run_and_collect(
     *,
     timeout_seconds: float,
     progress: ProgressCallback | None = None,
+    launch: bool = True,
 ) -> CollectSummary:
-    """Launch (or resume) the partition's run, then `wait_and_collect` it: both sweep steps, for callers that
-    run a partition outside Dagster."""
-    backend.launch_or_resume(request)
-    return wait_and_collect(
-        backend, request, ctx, scenario, warehouse, traces_root, timeout_seconds=timeout_seconds, progress=progress
-    )
-
-
-def wait_and_collect(
-    backend: EvaluationBackend,
-    request: RunLaunchRequest,
-    ctx: RolloutContext,
-    scenario: ScenarioFiles,
-    warehouse: Warehouse,
-    traces_root: Path,
-    *,
-    timeout_seconds: float,
-    progress: ProgressCallback | None = None,
-) -> CollectSummary:
-    """Wait for the partition's launched run and write its rollouts to the warehouse. Never launches.
+    """Launch (or resume) the partition's run, wait for it and write its rollouts to the warehouse. With
+    `launch=False` (the `rollouts` asset: `eval_run` is the only launcher) the run must exist already.
 
     Idempotent: files are named by run id, so a re-run replaces them rather than adding rows. A rollout's
     artifacts are read where the service wrote them when it shares this disk (the local service), and copied
     under `traces_root` only from a remote one, so each is stored once.
     """
+    if launch:
+        backend.launch_or_resume(request)
     launched = backend.find_run(ctx.run_name)
     if launched is None:
         raise RunNotLaunched(f"run {ctx.run_name!r} is not on the {backend.name} service; materialise eval_run first")
@@ -322,17 +307,7 @@ def verify_partition(
         passed += int(bool(outcomes) and all(o.success for o in outcomes))
         verifier_errors += int(any(o.is_error for o in outcomes))
         records.setdefault(row["sweep_id"], []).extend(
-            VerificationRecord(
-                sweep_id=row["sweep_id"],
-                run_id=row["run_id"],
-                rollout_id=row["rollout_id"],
-                scenario_id=row["scenario_id"],
-                task_id=row["task_id"],
-                model_name=row["model_name"],
-                outcome=outcome,
-                verified_at=verified_at,
-            )
-            for outcome in outcomes
+            VerificationRecord.of_rollout(row, outcome, verified_at) for outcome in outcomes
         )
     if skipped:
         logger.warning("%d stored rollouts had no trace or task and were not verified", skipped)
@@ -442,19 +417,7 @@ def judge_partition_rubrics(
 
     judged = asyncio.run(judge_all())
     verified_at = dt.datetime.now(dt.UTC)
-    records = [
-        VerificationRecord(
-            sweep_id=row["sweep_id"],
-            run_id=row["run_id"],
-            rollout_id=row["rollout_id"],
-            scenario_id=row["scenario_id"],
-            task_id=row["task_id"],
-            model_name=row["model_name"],
-            outcome=outcome,
-            verified_at=verified_at,
-        )
-        for row, outcome in judged
-    ]
+    records = [VerificationRecord.of_rollout(row, outcome, verified_at) for row, outcome in judged]
     if not records:
         return RubricSummary(0, 0, 0, None)
     version = records[0].outcome.verifier_version

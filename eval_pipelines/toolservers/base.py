@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
@@ -56,6 +56,19 @@ class ToolContext:
     runtime: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
+def seed_objects(seed_files: list[Any], allowed: Set[str], expected: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each seed file as (where, object), once it is known to be a JSON object with only `allowed` keys;
+    `expected` says what it should hold, for the error ("'account' and/or 'tickets'")."""
+    for index, seed in enumerate(seed_files):
+        where = f"seed file {index}"
+        if not isinstance(seed, dict):
+            raise SeedError(f"{where}: expected a JSON object with {expected}")
+        unknown = sorted(set(seed) - allowed)
+        if unknown:
+            raise SeedError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+        yield where, seed
+
+
 def _format_schema_error(tool_name: str, error: SchemaValidationError) -> str:
     # `required` errors already quote the missing property; every other error needs the offending path,
     # otherwise "5 is not of type 'string'" leaves the agent guessing which parameter was wrong.
@@ -87,9 +100,18 @@ class BuiltinToolServer(ABC):
     def seed(self, state: State, seed_files: list[Any]) -> None:
         """Load parsed seed files into `state`; raise SeedError naming the problem."""
 
-    @abstractmethod
     def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
-        """Run one validated call; return the observation text or raise ToolError."""
+        """Run one validated call on the server's `_tool_<name>` method; return the observation text or raise
+        ToolError. The method gets `handler_subject(ctx)` (the state, unless the server says otherwise)."""
+        handler = getattr(self, f"_tool_{tool_name}", None)
+        if handler is None:
+            raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'")
+        result: str = handler(self.handler_subject(ctx), **params)
+        return result
+
+    def handler_subject(self, ctx: ToolContext) -> Any:
+        """What a tool method works on: the workspace's state."""
+        return ctx.state
 
     async def acall(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
         """The call as the HTTP app runs it. Servers that wait on I/O (an LLM, a subprocess) override this and

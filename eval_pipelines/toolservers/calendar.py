@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from eval_pipelines.schemas.tools import ToolDefinition
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
-from eval_pipelines.toolservers.fields import DEFAULT_ACCOUNT, object_schema, parse_addresses, string_param
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolError, seed_objects
+from eval_pipelines.toolservers.fields import DEFAULT_ACCOUNT, account_of, object_schema, parse_addresses, string_param
 
 PRIMARY_CALENDAR = "primary"
 EVENT_ID_PREFIX = "evt-"
@@ -190,18 +190,10 @@ class CalendarServer(BuiltinToolServer):
     def _calendar(uid: str, name: str, owner: str, description: str = "", read_only: bool = False) -> dict[str, Any]:
         return {"uid": uid, "name": name, "owner": owner, "description": description, "read_only": read_only}
 
-    @staticmethod
-    def account(state: State) -> str:
-        return str(state.get("settings", {}).get("account", {}).get("email") or DEFAULT_ACCOUNT)
+    account = staticmethod(account_of)
 
     def seed(self, state: State, seed_files: list[Any]) -> None:
-        for index, seed in enumerate(seed_files):
-            where = f"seed file {index}"
-            if not isinstance(seed, dict):
-                raise SeedError(f"{where}: expected a JSON object with 'account', 'calendars' and/or 'events'")
-            unknown = sorted(set(seed) - _SEED_KEYS)
-            if unknown:
-                raise SeedError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(_SEED_KEYS)}")
+        for where, seed in seed_objects(seed_files, _SEED_KEYS, "'account', 'calendars' and/or 'events'"):
             if "account" in seed:
                 self._seed_account(state, where, seed["account"])
             calendars = seed.get("calendars", [])
@@ -359,13 +351,6 @@ class CalendarServer(BuiltinToolServer):
         return f"{text}\nNote: it overlaps with {names}."
 
     # -- tools -----------------------------------------------------------------------------------------
-
-    def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
-        handler = getattr(self, f"_tool_{tool_name}", None)
-        if handler is None:
-            raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'")
-        result: str = handler(ctx.state, **params)
-        return result
 
     def _tool_list_calendars(self, state: State) -> str:
         calendars = sorted(state["calendars"].values(), key=lambda c: c["uid"])

@@ -30,11 +30,12 @@ from eval_pipelines.llm.types import ChatMessage
 from eval_pipelines.schemas.runs import ErrorClass
 from eval_pipelines.schemas.scenarios import NpcProfile
 from eval_pipelines.schemas.tools import ToolDefinition
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError, seed_objects
 from eval_pipelines.toolservers.fields import (
     CLOCK_STEP,
     DEFAULT_ACCOUNT,
     EPOCH,
+    account_of,
     format_timestamp,
     integer_param,
     object_schema,
@@ -241,13 +242,7 @@ class ChatServer(BuiltinToolServer):
         # and secrets as the last seed item, after the scenario's files whose messages mention those NPCs.
         pending_secrets: list[tuple[str, Any, Any]] = []
         pending_messages: list[tuple[str, str | None, Any]] = []
-        for index, seed in enumerate(seed_files):
-            where = f"seed file {index}"
-            if not isinstance(seed, dict):
-                raise SeedError(f"{where}: expected a JSON object with some of {sorted(_SEED_KEYS)}")
-            unknown = sorted(set(seed) - _SEED_KEYS)
-            if unknown:
-                raise SeedError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(_SEED_KEYS)}")
+        for where, seed in seed_objects(seed_files, _SEED_KEYS, f"some of {sorted(_SEED_KEYS)}"):
             if "account" in seed:
                 state[SETTINGS]["account"] = {"email": self._seed_address(f"{where}: account", seed["account"])}
             for pos, raw in enumerate(self._seed_list(where, seed, "npcs")):
@@ -382,9 +377,7 @@ class ChatServer(BuiltinToolServer):
             return str(found[1]["email"])
         return self._seed_address(where, raw)
 
-    @staticmethod
-    def account(state: State) -> str:
-        return str(state.get(SETTINGS, {}).get("account", {}).get("email") or DEFAULT_ACCOUNT)
+    account = staticmethod(account_of)
 
     # -- lookups ---------------------------------------------------------------------------------------------
 
@@ -505,11 +498,7 @@ class ChatServer(BuiltinToolServer):
         if tool_name in _NPC_TOOLS:
             plan = self._plan_dm(ctx.state, tool_name, params)
             return self._commit_dm(ctx.state, plan, _run_to_completion(self._npc_reply(ctx, plan)))
-        handler = getattr(self, f"_tool_{tool_name}", None)
-        if handler is None:
-            raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'")
-        result: str = handler(ctx.state, **params)
-        return result
+        return super().call(ctx, tool_name, params)
 
     async def acall(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
         """Like `call`, but awaits the NPC model instead of blocking the calling thread."""

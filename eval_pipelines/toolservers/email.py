@@ -10,11 +10,12 @@ import re
 from typing import Any, ClassVar
 
 from eval_pipelines.schemas.tools import ToolDefinition
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolError, seed_objects
 from eval_pipelines.toolservers.fields import (
     CLOCK_STEP,
     DEFAULT_ACCOUNT,
     EPOCH,
+    account_of,
     format_timestamp,
     integer_param,
     is_address,
@@ -158,13 +159,7 @@ class EmailServer(BuiltinToolServer):
         return {"emails": {}, "contacts": {}, "settings": {"account": {"email": DEFAULT_ACCOUNT}}}
 
     def seed(self, state: State, seed_files: list[Any]) -> None:
-        for index, seed in enumerate(seed_files):
-            where = f"seed file {index}"
-            if not isinstance(seed, dict):
-                raise SeedError(f"{where}: expected a JSON object with 'account', 'contacts' and/or 'emails'")
-            unknown = sorted(set(seed) - _SEED_KEYS)
-            if unknown:
-                raise SeedError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(_SEED_KEYS)}")
+        for where, seed in seed_objects(seed_files, _SEED_KEYS, "'account', 'contacts' and/or 'emails'"):
             if "account" in seed:
                 account = seed["account"]
                 if not isinstance(account, str) or not is_address(account.strip().lower()):
@@ -248,9 +243,7 @@ class EmailServer(BuiltinToolServer):
             return parse_addresses(",".join(value), field_name)
         raise ToolError(f"{field_name}: expected an address or a list of addresses")
 
-    @staticmethod
-    def account(state: State) -> str:
-        return str(state.get("settings", {}).get("account", {}).get("email") or DEFAULT_ACCOUNT)
+    account = staticmethod(account_of)
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -326,13 +319,6 @@ class EmailServer(BuiltinToolServer):
         return "\n".join(lines) + "\n\n" + email["body"]
 
     # -- tools -----------------------------------------------------------------------------------------
-
-    def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
-        handler = getattr(self, f"_tool_{tool_name}", None)
-        if handler is None:
-            raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'")
-        result: str = handler(ctx.state, **params)
-        return result
 
     def _tool_send_email(self, state: State, to: str, subject: str, body: str, cc: str = "") -> str:
         recipients = parse_addresses(to, "to")

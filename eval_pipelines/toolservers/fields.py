@@ -60,3 +60,8 @@ def parse_addresses(raw: str, field_name: str) -> list[str]:
         if address not in addresses:
             addresses.append(address)
     return addresses
+
+
+def account_of(state: dict[str, dict[str, Any]]) -> str:
+    """The workspace's own address (seeded as `account`), or the default one."""
+    return str(state.get("settings", {}).get("account", {}).get("email") or DEFAULT_ACCOUNT)

@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 
 from eval_pipelines.lib.confine import confined_argv
 from eval_pipelines.schemas.tools import ToolDefinition
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError, seed_objects
 from eval_pipelines.toolservers.fields import object_schema, string_param
 
 MIRROR_CONTENT_BYTES = 64 * 1024
@@ -411,13 +411,7 @@ class FilesServer(BuiltinToolServer):
         # Only a write that fails at the OS level (say 'a' and 'a/b' both as files) can leave earlier files of
         # the same seed on disk; the mirror picks them up at the next mutating call.
         planned: list[tuple[str, str, str]] = []
-        for index, seed in enumerate(seed_files):
-            where = f"seed file {index}"
-            if not isinstance(seed, dict):
-                raise SeedError(f"{where}: expected a JSON object with 'files'")
-            unknown = sorted(set(seed) - _SEED_KEYS)
-            if unknown:
-                raise SeedError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(_SEED_KEYS)}")
+        for where, seed in seed_objects(seed_files, _SEED_KEYS, "'files'"):
             files = seed.get("files", [])
             if not isinstance(files, list):
                 raise SeedError(f"{where}: files: expected a list of {{path, content}} objects")
@@ -448,12 +442,12 @@ class FilesServer(BuiltinToolServer):
 
     # -- tools -----------------------------------------------------------------------------------------
 
+    def handler_subject(self, ctx: ToolContext) -> Path:
+        """A file tool works on the workspace's folder, not on its state."""
+        return self.workspace_root(ctx.state)
+
     def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
-        handler = getattr(self, f"_tool_{tool_name}", None)
-        if handler is None:
-            raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'")
-        root = self.workspace_root(ctx.state)
-        result: str = handler(root, **params)
+        result = super().call(ctx, tool_name, params)
         if self.mutates(tool_name):
             self.refresh(ctx.state)
         return result

@@ -10,11 +10,12 @@ import re
 from typing import Any, ClassVar
 
 from eval_pipelines.schemas.tools import ToolDefinition
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolError, seed_objects
 from eval_pipelines.toolservers.fields import (
     CLOCK_STEP,
     DEFAULT_ACCOUNT,
     EPOCH,
+    account_of,
     format_timestamp,
     object_schema,
     parse_addresses,
@@ -181,18 +182,10 @@ class RecordsServer(BuiltinToolServer):
     def new_state(self) -> State:
         return {"tickets": {}, "settings": {"account": {"email": DEFAULT_ACCOUNT}}}
 
-    @staticmethod
-    def account(state: State) -> str:
-        return str(state.get("settings", {}).get("account", {}).get("email") or DEFAULT_ACCOUNT)
+    account = staticmethod(account_of)
 
     def seed(self, state: State, seed_files: list[Any]) -> None:
-        for index, seed in enumerate(seed_files):
-            where = f"seed file {index}"
-            if not isinstance(seed, dict):
-                raise SeedError(f"{where}: expected a JSON object with 'account' and/or 'tickets'")
-            unknown = sorted(set(seed) - _SEED_KEYS)
-            if unknown:
-                raise SeedError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(_SEED_KEYS)}")
+        for where, seed in seed_objects(seed_files, _SEED_KEYS, "'account' and/or 'tickets'"):
             if "account" in seed:
                 account = seed["account"]
                 try:
@@ -334,13 +327,6 @@ class RecordsServer(BuiltinToolServer):
         return "\n".join(lines)
 
     # -- tools -----------------------------------------------------------------------------------------
-
-    def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
-        handler = getattr(self, f"_tool_{tool_name}", None)
-        if handler is None:
-            raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'")
-        result: str = handler(ctx.state, **params)
-        return result
 
     def _tool_create_ticket(
         self,

@@ -60,6 +60,20 @@ class VerificationRecord:
     outcome: VerifierOutcome
     verified_at: datetime
 
+    @classmethod
+    def of_rollout(cls, row: Mapping[str, Any], outcome: VerifierOutcome, verified_at: datetime) -> VerificationRecord:
+        """A verdict on the stored rollout `row` (its `rollouts` columns: sweep, run, ids, model)."""
+        return cls(
+            sweep_id=row["sweep_id"],
+            run_id=row["run_id"],
+            rollout_id=row["rollout_id"],
+            scenario_id=row["scenario_id"],
+            task_id=row["task_id"],
+            model_name=row["model_name"],
+            outcome=outcome,
+            verified_at=verified_at,
+        )
+
 
 def to_json(value: Any) -> str:
     """Compact, key-sorted JSON of secret-stripped data, so re-writing the same rollout gives the same bytes."""

@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.clients.errors import Conflict, NotFound
-from eval_pipelines.clients.evaluation import EvaluationClientSync
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.evaluation import EvaluationClient, EvaluationClientSync
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.pipeline.steps import run_and_collect, verify_partition
 from eval_pipelines.schemas.runs import Rollout, RolloutStatus, RunLaunchRequest
@@ -23,15 +23,15 @@ from tests.service.eval_service_support import SCENARIO, WRITE_KEY, RunningServi
 
 
 @pytest.fixture
-def backend(eval_service: RunningService) -> Iterator[HttpEvaluationBackend]:
-    created = HttpEvaluationBackend(eval_service.url, WRITE_KEY, poll_interval=0.05)
+def backend(eval_service: RunningService) -> Iterator[EvaluationBackend]:
+    created = EvaluationBackend(EvaluationClientSync(EvaluationClient(eval_service.url, WRITE_KEY)), poll_interval=0.05)
     yield created
     created.close()
 
 
 def test_sync_client_is_usable_from_several_threads(eval_service: RunningService) -> None:
     errors: list[BaseException] = []
-    with EvaluationClientSync(eval_service.url, WRITE_KEY) as client:
+    with EvaluationClientSync(EvaluationClient(eval_service.url, WRITE_KEY)) as client:
         assert "EvaluationClientSync" in repr(client) and WRITE_KEY not in repr(client)
 
         def read() -> None:
@@ -54,7 +54,7 @@ def test_sync_client_is_usable_from_several_threads(eval_service: RunningService
         client.list_scenarios()  # closed
 
 
-def test_backend_launches_completes_and_relaunch_resumes(backend: HttpEvaluationBackend) -> None:
+def test_backend_launches_completes_and_relaunch_resumes(backend: EvaluationBackend) -> None:
     request = launch(["email_ops_001", "email_ops_002"], rollout_count=2, run_name=f"backend-{uuid.uuid4().hex}")
     run_id = backend.launch_or_resume(request)
     finished: list[Rollout] = []
@@ -104,7 +104,7 @@ def _collect(backend: object, request: RunLaunchRequest, root: Path, name: str) 
 
 
 def test_pipeline_steps_write_the_same_tables_on_http_and_embedded(
-    backend: HttpEvaluationBackend, tmp_path: Path, local_backend: Callable[..., HttpEvaluationBackend]
+    backend: EvaluationBackend, tmp_path: Path, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     request = launch(["email_ops_001", "email_ops_003"], rollout_count=2, run_name=f"pipe-{uuid.uuid4().hex}")
     over_http, http_rows = _collect(backend, request, tmp_path, "http")

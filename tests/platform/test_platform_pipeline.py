@@ -27,7 +27,6 @@ from eval_pipelines.pipeline.assessment import (
     dataset_row,
     expand_synthetic,
     judge_manifest,
-    judge_partition,
     judgements_file_stem,
     judgements_table,
     manifest_path,
@@ -93,15 +92,11 @@ async def test_judgements_for_every_rollout_of_a_sweep(swept: Path, tmp_path: Pa
     with EmbeddedPlatform(tmp_path / "platform-data") as platform:
         async with PlatformClient(platform.url, platform.token) as client:
             for model in MODELS:
-                summary = await judge_partition(
-                    client,
-                    warehouse,
-                    model,
-                    SCENARIO_KEY,
-                    sweep_id=SWEEP_ID,
-                    space_id=platform.space_id,
-                    judged_at=JUDGED_AT,
+                manifest = await upload_partition(
+                    client, warehouse, model, SCENARIO_KEY, sweep_id=SWEEP_ID, space_id=platform.space_id
                 )
+                assert manifest is not None
+                summary = await judge_manifest(client, manifest, judged_at=JUDGED_AT)
                 assert summary.rows == 2 and summary.dataset_id is not None
                 assert set(summary.judges) == {"quality", "safety"}
                 tables[model] = summary.table

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
@@ -82,8 +82,8 @@ def data_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def backend(
-    data_dir: Path, catalog: ScenarioCatalog, local_backend: Callable[..., HttpEvaluationBackend]
-) -> HttpEvaluationBackend:
+    data_dir: Path, catalog: ScenarioCatalog, local_backend: Callable[..., EvaluationBackend]
+) -> EvaluationBackend:
     """The embedded default on a fresh data directory: the local service (store and artifacts under
     data_dir/service) through its client."""
     return local_backend(data_dir, catalog)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.schemas.runs import RolloutStatus, TerminationReason
 from eval_pipelines.service.layout import rollout_artifacts_path, service_paths
@@ -61,7 +61,7 @@ class GatedModel:
 
 
 def test_one_unwritable_artifact_file_fails_only_that_rollout(
-    backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path, serve: Any
+    backend: EvaluationBackend, catalog: ScenarioCatalog, data_dir: Path, serve: Any
 ) -> None:
     model = GatedModel(catalog)
     server = serve(model)
@@ -85,7 +85,7 @@ def test_one_unwritable_artifact_file_fails_only_that_rollout(
 
 
 def test_unwritable_artifacts_folder_fails_every_rollout_with_a_reason(
-    backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path
+    backend: EvaluationBackend, catalog: ScenarioCatalog, data_dir: Path
 ) -> None:
     _, artifacts_dir = service_paths(data_dir)
     _block(artifacts_dir, as_file=True)
@@ -101,7 +101,7 @@ def test_unwritable_artifacts_folder_fails_every_rollout_with_a_reason(
 
 def test_unwritable_warehouse_loses_no_completed_rollout(
     faulty_model: ModelFactory,
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:

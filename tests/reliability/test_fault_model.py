@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
@@ -61,7 +61,7 @@ def test_model_fault_is_a_model_endpoint_error_retried_and_left_out_of_the_pass_
     message: str,
     attempts: int,
     faulty_model: ModelFactory,
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -98,7 +98,7 @@ def test_model_endpoint_errors_are_retried_then_kept_out_of_the_pass_rate(
     status: Fault,
     message: str,
     faulty_model: ModelFactory,
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -116,7 +116,7 @@ def test_model_endpoint_errors_are_retried_then_kept_out_of_the_pass_rate(
 
 
 def test_closed_port_is_a_model_endpoint_error(
-    backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path
+    backend: EvaluationBackend, catalog: ScenarioCatalog, data_dir: Path
 ) -> None:
     """Nothing listens: every rollout errors after its retries; none is a failure, so the pass rate is NULL."""
     request = launch_request(model_config(f"http://127.0.0.1:{closed_port()}/v1"))
@@ -133,7 +133,7 @@ def test_closed_port_is_a_model_endpoint_error(
 def test_transient_model_faults_are_retried_and_cost_nothing(
     fault: Fault,
     faulty_model: ModelFactory,
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -150,7 +150,7 @@ def test_transient_model_faults_are_retried_and_cost_nothing(
 @pytest.mark.slow
 def test_model_that_never_answers_times_the_rollout_out_and_keeps_its_steps(
     faulty_model: ModelFactory,
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:

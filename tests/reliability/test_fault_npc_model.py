@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.pipeline.steps import run_and_collect, verify_partition
@@ -43,7 +43,7 @@ def evasive_npc_model() -> Iterator[str]:
     server.stop()
 
 
-def _run(backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path, npc_base_url: str) -> dict[str, Any]:
+def _run(backend: EvaluationBackend, catalog: ScenarioCatalog, data_dir: Path, npc_base_url: str) -> dict[str, Any]:
     scenario = catalog.get(SCENARIO_ID)
     request = RunLaunchRequest.model_validate(
         {
@@ -85,7 +85,7 @@ def test_a_failing_npc_model_is_an_npc_model_error_retried_and_left_out_of_the_p
     catalog: ScenarioCatalog,
     data_dir: Path,
     request: pytest.FixtureRequest,
-    local_backend: Callable[..., HttpEvaluationBackend],
+    local_backend: Callable[..., EvaluationBackend],
 ) -> None:
     base_url = f"http://127.0.0.1:{closed_port()}/v1" if npc == "down" else request.getfixturevalue("evasive_npc_model")
     run = _run(local_backend(data_dir, catalog), catalog, data_dir, base_url)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.pipeline.steps import verify_partition
 from eval_pipelines.schemas.runs import ErrorClass, RolloutStatus, TerminationReason
@@ -48,8 +48,8 @@ def _break_verifier(scenarios: Path, body: str) -> None:
 
 
 def _run(
-    scenarios: Path, data_dir: Path, local_backend: Callable[..., HttpEvaluationBackend]
-) -> tuple[CollectedRun, HttpEvaluationBackend, ScenarioCatalog]:
+    scenarios: Path, data_dir: Path, local_backend: Callable[..., EvaluationBackend]
+) -> tuple[CollectedRun, EvaluationBackend, ScenarioCatalog]:
     catalog = ScenarioCatalog(scenarios)
     backend = local_backend(data_dir, catalog)
     request = launch_request(model_config("sim://local"))
@@ -81,7 +81,7 @@ def _assert_verifier_crash_is_a_verifier_error(run: CollectedRun, data_dir: Path
 
 
 def test_verifier_that_raises_is_a_labelled_verifier_error(
-    scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., HttpEvaluationBackend]
+    scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     _break_verifier(scenarios_copy, CRASHES["raises"])
     run, _, catalog = _run(scenarios_copy, data_dir, local_backend)
@@ -100,7 +100,7 @@ def test_verifier_that_raises_is_a_labelled_verifier_error(
 
 
 def test_verifier_that_calls_sys_exit_costs_one_verdict_not_the_run(
-    scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., HttpEvaluationBackend]
+    scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     _break_verifier(scenarios_copy, CRASHES["exits"])
     run, _, _ = _run(scenarios_copy, data_dir, local_backend)
@@ -108,7 +108,7 @@ def test_verifier_that_calls_sys_exit_costs_one_verdict_not_the_run(
 
 
 def test_unreadable_seed_file_fails_only_the_tasks_that_use_it(
-    scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., HttpEvaluationBackend]
+    scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     task_path = scenarios_copy / "email_ops" / "tasks" / f"{TARGET_TASK}.json"
     task = json.loads(task_path.read_text(encoding="utf-8"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.pipeline.steps import run_and_collect
 from eval_pipelines.runtime.local import shared_runtime
@@ -36,7 +36,7 @@ def slow_model() -> Iterator[str]:
 
 
 def _run(
-    backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path, model_url: str, freeze_after: float | None
+    backend: EvaluationBackend, catalog: ScenarioCatalog, data_dir: Path, model_url: str, freeze_after: float | None
 ) -> tuple[float, list]:
     scenario = catalog.get("email_ops:1.0.0")
     request = RunLaunchRequest.model_validate(
@@ -63,7 +63,7 @@ def _run(
 
 @pytest.mark.slow
 def test_a_frozen_tool_host_is_replaced_and_costs_only_its_rollouts(
-    catalog: ScenarioCatalog, tmp_path: Path, slow_model: str, local_backend: Callable[..., HttpEvaluationBackend]
+    catalog: ScenarioCatalog, tmp_path: Path, slow_model: str, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     normal, healthy = _run(
         local_backend(tmp_path / "normal", catalog), catalog, tmp_path / "normal", slow_model, freeze_after=None

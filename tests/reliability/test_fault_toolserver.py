@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, RolloutSpec
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
@@ -40,7 +40,7 @@ from tests.reliability.support_runs import (
 
 
 def _run_on_faulty_tool_server(
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
     tool_server_url: str,
@@ -70,7 +70,7 @@ def test_step_fault_fails_only_its_rollout_as_infrastructure_error(
     fault: Fault,
     message: str,
     faulty_tool_server: ToolServerFactory,
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -85,7 +85,7 @@ def test_step_fault_fails_only_its_rollout_as_infrastructure_error(
 
 def test_tool_server_error_is_retried_in_a_fresh_workspace_and_the_retry_counts(
     faulty_tool_server: ToolServerFactory,
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -110,7 +110,7 @@ def test_tool_server_error_is_retried_in_a_fresh_workspace_and_the_retry_counts(
 @pytest.mark.slow
 def test_step_that_never_answers_times_the_rollout_out(
     faulty_tool_server: ToolServerFactory,
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -126,7 +126,7 @@ def test_step_that_never_answers_times_the_rollout_out(
 
 def test_tool_server_dying_mid_rollout_keeps_what_completed(
     faulty_tool_server: ToolServerFactory,
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -164,7 +164,7 @@ def test_tool_server_dying_mid_rollout_keeps_what_completed(
 
 def test_failed_workspace_creation_is_a_workspace_error_for_that_rollout_only(
     faulty_tool_server: ToolServerFactory,
-    backend: HttpEvaluationBackend,
+    backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
@@ -270,7 +270,7 @@ async def test_provisioning_and_listing_faults_are_labelled(
 
 
 def test_a_dead_tool_server_is_a_tool_server_error_retried_and_left_out_of_the_pass_rate(
-    backend: HttpEvaluationBackend, catalog: ScenarioCatalog, data_dir: Path
+    backend: EvaluationBackend, catalog: ScenarioCatalog, data_dir: Path
 ) -> None:
     """Nothing answers at the tool servers' address: every rollout is retried, then ends a tool_server error; the
     model gets no pass rate at all (NULL), never 0."""

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipelines.cli import EXIT_ERRORS
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.confine import abi_version
 from eval_pipelines.schemas.runs import ErrorClass, RolloutStatus
@@ -50,7 +50,7 @@ def _hostile(scenarios: Path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("attack", ["os_exit", "endless_loop", "memory_blow_up", "writes_outside"])
 def test_hostile_verifier_costs_one_verdict(
-    attack: str, scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., HttpEvaluationBackend]
+    attack: str, scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     if attack == "writes_outside" and abi_version() < 1:
         pytest.skip("this kernel has no Landlock, so writes cannot be confined (the project's machines have it)")

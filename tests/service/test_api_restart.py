@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from eval_pipelines.clients.evaluation import EvaluationClientSync
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
+from eval_pipelines.clients.evaluation import EvaluationClient, EvaluationClientSync
 from eval_pipelines.lib.serving import free_port
 from eval_pipelines.schemas.runs import Rollout, RolloutStatus, TerminationReason
 from tests.service.eval_service_support import KEYS_ENV, WRITE_KEY, launch, scripted_model
@@ -84,7 +84,7 @@ def test_killed_server_restarts_without_running_rollouts_and_the_run_resumes(
 
     first = ServerProcess(data_dir, port)
     processes.append(first)
-    with EvaluationClientSync(first.url, WRITE_KEY) as client:
+    with EvaluationClientSync(EvaluationClient(first.url, WRITE_KEY)) as client:
         run_id = client.launch_run(request).run_id
         deadline = time.monotonic() + 60
         while client.get_run(run_id).running < 1:
@@ -95,7 +95,7 @@ def test_killed_server_restarts_without_running_rollouts_and_the_run_resumes(
     script.replies = [text_reply("done")]
     second = ServerProcess(data_dir, port)
     processes.append(second)
-    with EvaluationClientSync(second.url, WRITE_KEY) as client:
+    with EvaluationClientSync(EvaluationClient(second.url, WRITE_KEY)) as client:
         after_restart = client.list_rollouts(run_id=run_id).rollouts
         assert all(r.status != RolloutStatus.RUNNING for r in after_restart)
         interrupted = [r for r in after_restart if r.termination_reason == TerminationReason.SERVER_RESTART.value]
@@ -108,7 +108,7 @@ def test_killed_server_restarts_without_running_rollouts_and_the_run_resumes(
 
     # The pipeline's http backend resumes the run (the key came back with the request) and waits for it.
     finished: list[Rollout] = []
-    backend = HttpEvaluationBackend(second.url, WRITE_KEY, poll_interval=0.1)
+    backend = EvaluationBackend(EvaluationClientSync(EvaluationClient(second.url, WRITE_KEY)), poll_interval=0.1)
     try:
         done = backend.complete_run(run_id, request, timeout_seconds=60, progress=finished.append)
         assert (done.total, done.completed, done.failed) == (4, 4, 0)

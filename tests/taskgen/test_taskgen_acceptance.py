@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.schemas.runs import RunLaunchRequest
 from eval_pipelines.taskgen import SchemaTaskGenerator, apportion, parse_request, toolset_from_server, write_bundle
@@ -20,7 +20,7 @@ SCENARIO_ID = "calendar_generated:1.0.0"
 ACTIONS = {"easy": {1}, "medium": {2}, "hard": {3, 4}}
 
 
-def _pass_rate(service: HttpEvaluationBackend, task_ids: list[str], model: str) -> float:
+def _pass_rate(service: EvaluationBackend, task_ids: list[str], model: str) -> float:
     request = RunLaunchRequest.model_validate(
         {
             "scenario_id": SCENARIO_ID,
@@ -38,7 +38,7 @@ def _pass_rate(service: HttpEvaluationBackend, task_ids: list[str], model: str) 
 
 
 def test_calendar_listing_becomes_a_scenario_oracle_passes_and_noop_fails(
-    calendar_url: str, tmp_path: Path, local_backend: Callable[..., HttpEvaluationBackend]
+    calendar_url: str, tmp_path: Path, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     toolset = toolset_from_server(calendar_url)
     assert {t["name"] for t in toolset} >= {"create_event", "update_event", "delete_event", "search_events"}

@@ -7,10 +7,23 @@ import dagster as dg
 from eval_pipelines.defs.evals.assets import LLM_POOL, SWEEP_ID_TAG
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, SCENARIOS, keys_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths
-from eval_pipelines.pipeline.assessment import assessment_dataset_step, judgements_step, synthetic_rows_step
+from eval_pipelines.pipeline.assessment import (
+    AssessedPartition,
+    assessment_dataset_step,
+    judgements_step,
+    synthetic_rows_step,
+)
 from eval_pipelines.warehouse.store import Warehouse
 
 GROUP = "assessment"
+
+
+def _assessed(context: dg.AssetExecutionContext, paths: EvalPaths) -> AssessedPartition:
+    """The run's partition; its sweep is the run's (tag), else the partition's newest."""
+    model_key, scenario_key = keys_of(context)
+    return AssessedPartition(
+        paths.root, Warehouse(paths.warehouse), model_key, scenario_key, context.run.tags.get(SWEEP_ID_TAG)
+    )
 
 
 @dg.asset(
@@ -25,11 +38,7 @@ GROUP = "assessment"
 def assessment_dataset(
     context: dg.AssetExecutionContext, paths: EvalPaths, assessment_platform: AssessmentPlatform
 ) -> dg.MaterializeResult:
-    model_key, scenario_key = keys_of(context)
-    sweep_id = context.run.tags.get(SWEEP_ID_TAG)
-    manifest = assessment_dataset_step(
-        assessment_platform.target(), paths.root, Warehouse(paths.warehouse), model_key, scenario_key, sweep_id
-    )
+    manifest = assessment_dataset_step(assessment_platform.target(), _assessed(context, paths))
     if manifest is None:
         return dg.MaterializeResult(metadata={"rows": 0})
     return dg.MaterializeResult(
@@ -50,11 +59,7 @@ def assessment_dataset(
 def judgements(
     context: dg.AssetExecutionContext, paths: EvalPaths, assessment_platform: AssessmentPlatform
 ) -> dg.MaterializeResult:
-    model_key, scenario_key = keys_of(context)
-    sweep_id = context.run.tags.get(SWEEP_ID_TAG)
-    summary = judgements_step(
-        assessment_platform.target(), paths.root, Warehouse(paths.warehouse), model_key, scenario_key, sweep_id
-    )
+    summary = judgements_step(assessment_platform.target(), _assessed(context, paths))
     if summary is None:
         return dg.MaterializeResult(metadata={"rows": 0})
     return dg.MaterializeResult(

@@ -21,10 +21,10 @@ from eval_pipelines.pipeline.steps import (
     check_partition_scores,
     judge_partition_rubrics,
     launch_request,
+    run_and_collect,
     sweep_spend_usd,
     verification_files,
     verify_partition,
-    wait_and_collect,
 )
 from eval_pipelines.pipeline.summary import markdown_table
 from eval_pipelines.reports import pass_rate_summary
@@ -189,7 +189,7 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
             context.log.info(f"{done} rollouts finished")
 
     with user_errors_are_final():
-        summary = wait_and_collect(
+        summary = run_and_collect(
             backend,
             work.request,
             work.ctx,
@@ -198,6 +198,7 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
             paths.traces,
             timeout_seconds=work.sweep.rollout_timeout_seconds,
             progress=progress,
+            launch=False,
         )
     errors = sum(summary.by_error_class.values())
     if errors:

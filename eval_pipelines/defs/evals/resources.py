@@ -10,7 +10,7 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from eval_pipelines.clients.backend import EvaluationBackend
-from eval_pipelines.clients.http_backend import HttpEvaluationBackend
+from eval_pipelines.clients.evaluation import EvaluationClient, EvaluationClientSync
 from eval_pipelines.clients.platform import PlatformTarget
 from eval_pipelines.inputs.paths import data_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, default_scenarios_dir
@@ -65,7 +65,7 @@ class EvalService(dg.ConfigurableResource):
     scenarios_dir: str = Field(default_factory=lambda: str(default_scenarios_dir()))
 
     _open: ExitStack | None = PrivateAttr(default=None)
-    _client: HttpEvaluationBackend | None = PrivateAttr(default=None)
+    _client: EvaluationBackend | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._open = ExitStack()
@@ -77,7 +77,7 @@ class EvalService(dg.ConfigurableResource):
                 raise ValueError(
                     "eval_service: the http backend needs base_url and api_key (EnvVar EVAL_SERVICE_API_KEY)"
                 )
-            self._client = HttpEvaluationBackend(self.base_url, self.api_key)
+            self._client = EvaluationBackend(EvaluationClientSync(EvaluationClient(self.base_url, self.api_key)))
         self._open.callback(self._client.close)
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
