@@ -30,6 +30,7 @@ from eval_pipelines.warehouse.tables import (
     TASKS,
     TOOL_CALLS,
     VERIFICATIONS,
+    TableSpec,
 )
 
 #: Keys of the dict `rollout_tables` returns.
@@ -106,6 +107,12 @@ def parse_timestamp(value: str | datetime | None) -> datetime | None:
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=UTC)
     return parsed.astimezone(UTC)
+
+
+def build_table(spec: TableSpec, columns: Mapping[str, list[Any]]) -> pa.Table:
+    """A table of `spec` from its columns (every column of the schema, in any order); a null in a REQUIRED
+    column is refused here rather than by a Parquet reader later."""
+    return _build(spec.schema, {name: columns[name] for name in spec.schema.names}, spec.name)
 
 
 def _build(spec_schema: pa.Schema, columns: Mapping[str, list[Any]], table_name: str) -> pa.Table:

@@ -17,8 +17,6 @@ from eval_pipelines.clients.platform import PlatformClient
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.local.services import local_evaluation_service, open_platform
 from eval_pipelines.pipeline.assessment import (
-    JUDGEMENTS,
-    SYNTHETIC_ROWS,
     DatasetManifest,
     JudgeSetup,
     KnownJudge,
@@ -45,6 +43,7 @@ from eval_pipelines.warehouse.catalog import build_catalog
 from eval_pipelines.warehouse.metrics import JUDGE_SCORES_BY_MODEL, JUDGE_VERIFIER_AGREEMENT, JUDGEMENTS_LATEST
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
+from eval_pipelines.warehouse.tables import JUDGEMENTS, SYNTHETIC_ROWS
 from tests.platform.conftest import BENIGN_ROW, HARMFUL_ROW, SPACE, Platform
 
 SCENARIO_ID = "email_ops:1.0.0"

@@ -1,0 +1,93 @@
+"""Assessment steps, Dagster-free: verified rollouts -> dataset rows -> platform judges -> `judgements` rows, and
+seed examples -> synthetic data -> `synthetic_rows` rows.
+
+The platform is reached only through `PlatformClient`, so the same steps run against the embedded local platform
+and a hosted one. Rows are matched back to rollouts by position (the platform scores rows in upload order); the
+`context` of each row also names its task and rollout, for anyone reading the dataset on the platform.
+"""
+
+from eval_pipelines.pipeline.assessment.dataset import (
+    TOOL_ERROR_MARK,
+    AssessedPartition,
+    AssessmentError,
+    AssessmentRow,
+    DatasetManifest,
+    RolloutRef,
+    assessment_dataset_step,
+    build_dataset_rows,
+    dataset_row,
+    manifest_path,
+    rows_digest,
+    transcript_message,
+    upload_partition,
+)
+from eval_pipelines.pipeline.assessment.judging import (
+    DEFAULT_QUALITY_MODEL,
+    DEFAULT_SAFETY_MODEL,
+    QUALITY,
+    SAFETY,
+    AssessmentOutcome,
+    JudgeSetup,
+    JudgeSummary,
+    KnownJudge,
+    RowVerdict,
+    ensure_judges,
+    judge_dataset,
+    judge_manifest,
+    judge_name,
+    judgements_file_stem,
+    judgements_step,
+    judgements_table,
+    judges_path,
+    load_known_judges,
+    save_known_judges,
+    upload_and_judge,
+)
+from eval_pipelines.pipeline.assessment.synthetic import (
+    DEFAULT_SYNTH_PROMPT,
+    expand_synthetic,
+    seed_examples,
+    synthetic_rows_step,
+    synthetic_rows_table,
+)
+
+__all__ = [
+    "DEFAULT_QUALITY_MODEL",
+    "DEFAULT_SAFETY_MODEL",
+    "DEFAULT_SYNTH_PROMPT",
+    "QUALITY",
+    "SAFETY",
+    "TOOL_ERROR_MARK",
+    "AssessedPartition",
+    "AssessmentError",
+    "AssessmentOutcome",
+    "AssessmentRow",
+    "DatasetManifest",
+    "JudgeSetup",
+    "JudgeSummary",
+    "KnownJudge",
+    "RolloutRef",
+    "RowVerdict",
+    "assessment_dataset_step",
+    "build_dataset_rows",
+    "dataset_row",
+    "ensure_judges",
+    "expand_synthetic",
+    "judge_dataset",
+    "judge_manifest",
+    "judge_name",
+    "judgements_file_stem",
+    "judgements_step",
+    "judgements_table",
+    "judges_path",
+    "load_known_judges",
+    "manifest_path",
+    "rows_digest",
+    "save_known_judges",
+    "seed_examples",
+    "synthetic_rows_step",
+    "synthetic_rows_table",
+    "transcript_message",
+    "upload_and_judge",
+    "upload_partition",
+]
