@@ -27,6 +27,8 @@ ASSUMED_PARALLEL = 8
 DEADLINE_SLACK_SECONDS = 120.0
 
 
+#: How often `complete_run` lists the run's rollouts to report the newly finished ones.
+PROGRESS_LIST_SECONDS = 5.0
 #: A run that has pending rollouts and none running for this long is not being executed (its server restarted,
 #: say): it is resumed once per stall.
 STALL_SECONDS = 10.0
@@ -98,30 +100,37 @@ class EvaluationBackend:
         """
         # A rollout counts as newly finished when it is terminal with a completion time not seen before this
         # call: that covers rollouts a resume re-queued (they had finished once, as interrupted).
-        finished_before = {r.rollout_id: r.completed_at for r in self.list_rollouts(run_id) if r.status.is_terminal}
         run = self.client.get_run(run_id)
+        finished_before = (
+            {r.rollout_id: r.completed_at for r in self.list_rollouts(run_id) if r.status.is_terminal}
+            if progress is not None and run.total - run.pending - run.running
+            else {}
+        )
         waves = math.ceil(max(run.pending + run.running, 1) / (request.max_parallel or ASSUMED_PARALLEL))
         deadline = time.monotonic() + waves * timeout_seconds + DEADLINE_SLACK_SECONDS
         reported: set[str] = set()
-        done_seen = -1
-        moved_at = time.monotonic()
+        done_seen = done_listed = -1
+        moved_at = listed_at = time.monotonic()
         resumed_interrupted = False
         while True:
             done = run.total - run.pending - run.running
             if done != done_seen or run.running:
                 moved_at = time.monotonic()
-            if done != done_seen and (progress is not None or run.is_finished):
+            done_seen = done
+            # Listing the run costs the service a serialisation of every rollout: at most once per interval.
+            listing_due = run.is_finished or time.monotonic() - listed_at >= PROGRESS_LIST_SECONDS
+            if progress is not None and done != done_listed and listing_due:
                 for rollout in self.list_rollouts(run_id):
                     if not rollout.status.is_terminal or rollout.rollout_id in reported:
                         continue
                     if finished_before.get(rollout.rollout_id, "never") == rollout.completed_at:
                         continue
                     reported.add(rollout.rollout_id)
-                    if progress is not None:
-                        progress(rollout)
-                done_seen = done
+                    progress(rollout)
+                done_listed, listed_at = done, time.monotonic()
             if run.is_finished:
-                if resumed_interrupted or not self._interrupted(run_id):
+                # An interrupted rollout is an error (cancelled): without errors, none needs looking for.
+                if resumed_interrupted or not run.errors or not self._interrupted(run_id):
                     return run
                 resumed_interrupted = True
                 self._resume(run_id, request.model_config_, retry_failed=False)
@@ -143,10 +152,20 @@ class EvaluationBackend:
         return self.client.list_rollouts(run_id=run_id).rollouts
 
     def rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
-        # The service's listing has no paging (spec 000): the whole list arrives in one answer anyway.
-        rollouts = self.list_rollouts(run_id)
-        for start in range(0, len(rollouts), page_size):
-            yield rollouts[start : start + page_size]
+        """The run's rollouts a page at a time. A server without the paging extension answers the whole list at
+        once; it is then cut into pages here."""
+        offset = 0
+        while True:
+            answer = self.client.list_rollouts(run_id=run_id, limit=page_size, offset=offset)
+            if len(answer.rollouts) > page_size:  # paging ignored: this is every rollout
+                for start in range(0, len(answer.rollouts), page_size):
+                    yield answer.rollouts[start : start + page_size]
+                return
+            if answer.rollouts:
+                yield answer.rollouts
+            offset += len(answer.rollouts)
+            if not answer.rollouts or offset >= answer.total:
+                return
 
     def artifacts_file(self, run_id: str, rollout_id: str) -> Path | None:
         """The file the service wrote the rollout's artifacts to, when it is on this process's disk."""

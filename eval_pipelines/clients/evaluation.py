@@ -296,12 +296,17 @@ class EvaluationClient:
         task_id: str | None = None,
         run_id: str | None = None,
         status: RolloutStatus | str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> RolloutList:
+        """`limit`/`offset` page the listing (a local extension; a server without it answers every rollout)."""
         params = {
             "scenario_id": scenario_id,
             "task_id": task_id,
             "run_id": run_id,
             "status": getattr(status, "value", status),
+            "limit": limit,
+            "offset": offset or None,
         }
         return await self._get(RolloutList, "/rollouts", params)
 
