@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Set
+from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaValidationError
@@ -78,6 +78,24 @@ def _format_schema_error(tool_name: str, error: SchemaValidationError) -> str:
     return f"Invalid parameters for {tool_name}: {error.message}"
 
 
+#: Where `tool` leaves its declarations on a handler.
+_DECLARED_TOOLS = "__declared_tools__"
+H = TypeVar("H", bound=Callable[..., Any])
+
+
+def tool(*, name: str, description: str, parameters: dict[str, Any], mutates_state: bool) -> Callable[[H], H]:
+    """Declare the decorated method as the handler of tool `name` (the method gets `handler_subject(ctx)` and
+    the validated parameters). Stacked declarations list in reading order; a server lists its tools in the order
+    its handlers are defined."""
+    definition = ToolDefinition(name=name, description=description, parameters=parameters, mutates_state=mutates_state)
+
+    def declare(handler: H) -> H:
+        setattr(handler, _DECLARED_TOOLS, (definition, *getattr(handler, _DECLARED_TOOLS, ())))
+        return handler
+
+    return declare
+
+
 class BuiltinToolServer(ABC):
     """Base class of every built-in tool server. Subclasses are stateless: all state lives in `State`."""
 
@@ -85,8 +103,22 @@ class BuiltinToolServer(ABC):
     #: collection name -> plural noun used in diff summaries ("emails" -> "email(s)").
     collection_nouns: ClassVar[dict[str, str]] = {}
 
-    #: the server's tools; `tools()` hands out copies, so no caller can change the server's own.
+    #: the server's tools, collected from its `@tool` handlers; `tools()` hands out copies, so no caller can
+    #: change the server's own.
     tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = ()
+    #: tool name -> the name of the method that handles it.
+    tool_handlers: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = [
+            (definition, attribute)
+            for attribute, value in vars(cls).items()
+            for definition in getattr(value, _DECLARED_TOOLS, ())
+        ]
+        if declared:
+            cls.tool_definitions = tuple(definition for definition, _ in declared)
+            cls.tool_handlers = {definition.name: attribute for definition, attribute in declared}
 
     def tools(self) -> list[ToolDefinition]:
         """Every tool, with a JSON Schema `parameters` object and `mutates_state`."""
@@ -101,9 +133,10 @@ class BuiltinToolServer(ABC):
         """Load parsed seed files into `state`; raise SeedError naming the problem."""
 
     def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
-        """Run one validated call on the server's `_tool_<name>` method; return the observation text or raise
-        ToolError. The method gets `handler_subject(ctx)` (the state, unless the server says otherwise)."""
-        handler = getattr(self, f"_tool_{tool_name}", None)
+        """Run one validated call on the tool's `@tool` handler; return the observation text or raise ToolError.
+        The handler gets `handler_subject(ctx)` (the state, unless the server says otherwise)."""
+        attribute = self.tool_handlers.get(tool_name)
+        handler = getattr(self, attribute, None) if attribute is not None else None
         if handler is None:
             raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'")
         result: str = handler(self.handler_subject(ctx), **params)

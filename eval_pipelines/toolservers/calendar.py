@@ -9,8 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from eval_pipelines.schemas.tools import ToolDefinition
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolError, seed_objects
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolError, seed_objects, tool
 from eval_pipelines.toolservers.fields import DEFAULT_ACCOUNT, account_of, object_schema, parse_addresses, string_param
 
 PRIMARY_CALENDAR = "primary"
@@ -40,94 +39,6 @@ _LIMIT = {
 }
 _TIME_MIN = string_param(f"Only events ending after this ISO 8601 date-time, e.g. {_TIME_EXAMPLE}.")
 _TIME_MAX = string_param(f"Only events starting before this ISO 8601 date-time, e.g. {_TIME_EXAMPLE}.")
-
-_TOOLS: tuple[ToolDefinition, ...] = (
-    ToolDefinition(
-        name="list_calendars",
-        description="List every calendar you can see: uid, name, owner and whether it is read-only.",
-        parameters=object_schema({}, []),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="list_events",
-        description=(
-            "List the events of one calendar, earliest first. With time_min/time_max, only events overlapping "
-            "that range are listed (an event overlaps when it starts before time_max and ends after time_min)."
-        ),
-        parameters=object_schema(
-            {
-                "calendar_uid": string_param("Uid of the calendar (see list_calendars)."),
-                "time_min": _TIME_MIN,
-                "time_max": _TIME_MAX,
-                "limit": _LIMIT,
-            },
-            ["calendar_uid"],
-        ),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="create_event",
-        description="Create an event. Times are ISO 8601 date-times; a time without an offset is read as UTC.",
-        parameters=object_schema(
-            {
-                "calendar_uid": string_param("Uid of the calendar to add the event to."),
-                "title": string_param("Event title."),
-                "start": string_param(f"Start, ISO 8601, e.g. {_TIME_EXAMPLE}."),
-                "end": string_param("End, ISO 8601; must be after start."),
-                "attendees": _ATTENDEES,
-                "location": string_param("Where the event takes place."),
-                "description": string_param("Free-text description or agenda."),
-            },
-            ["calendar_uid", "title", "start", "end"],
-        ),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="update_event",
-        description=(
-            "Change some fields of an event; fields you leave out keep their value. Giving calendar_uid moves "
-            "the event to that calendar. Attendees, when given, replace the whole list."
-        ),
-        parameters=object_schema(
-            {
-                "event_id": string_param("Id of the event."),
-                "calendar_uid": string_param("Move the event to this calendar."),
-                "title": string_param("New title."),
-                "start": string_param("New start, ISO 8601."),
-                "end": string_param("New end, ISO 8601; must be after the (new) start."),
-                "attendees": _ATTENDEES,
-                "location": string_param("New location."),
-                "description": string_param("New description."),
-            },
-            ["event_id"],
-        ),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="delete_event",
-        description="Delete one event.",
-        parameters=object_schema({"event_id": string_param("Id of the event to delete.")}, ["event_id"]),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="search_events",
-        description=(
-            "Search events in every calendar, earliest first. Every word of the query must appear (case-"
-            "insensitively) in the title, description, location or attendees. time_min/time_max narrow the "
-            "search to events overlapping that range."
-        ),
-        parameters=object_schema(
-            {
-                "query": string_param("Words to look for."),
-                "time_min": _TIME_MIN,
-                "time_max": _TIME_MAX,
-                "limit": _LIMIT,
-            },
-            ["query"],
-        ),
-        mutates_state=False,
-    ),
-)
 
 
 def format_utc(moment: datetime) -> str:
@@ -169,7 +80,6 @@ def _attendee_list(value: list[str], parameter: str) -> list[str]:
 
 class CalendarServer(BuiltinToolServer):
     name: ClassVar[str] = "calendar"
-    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = _TOOLS
     collection_nouns: ClassVar[dict[str, str]] = {
         "events": "calendar event(s)",
         "calendars": "calendar(s)",
@@ -352,6 +262,12 @@ class CalendarServer(BuiltinToolServer):
 
     # -- tools -----------------------------------------------------------------------------------------
 
+    @tool(
+        name="list_calendars",
+        description="List every calendar you can see: uid, name, owner and whether it is read-only.",
+        parameters=object_schema({}, []),
+        mutates_state=False,
+    )
     def _tool_list_calendars(self, state: State) -> str:
         calendars = sorted(state["calendars"].values(), key=lambda c: c["uid"])
         if not calendars:
@@ -365,6 +281,23 @@ class CalendarServer(BuiltinToolServer):
             lines.append(line)
         return "\n".join(lines)
 
+    @tool(
+        name="list_events",
+        description=(
+            "List the events of one calendar, earliest first. With time_min/time_max, only events overlapping "
+            "that range are listed (an event overlaps when it starts before time_max and ends after time_min)."
+        ),
+        parameters=object_schema(
+            {
+                "calendar_uid": string_param("Uid of the calendar (see list_calendars)."),
+                "time_min": _TIME_MIN,
+                "time_max": _TIME_MAX,
+                "limit": _LIMIT,
+            },
+            ["calendar_uid"],
+        ),
+        mutates_state=False,
+    )
     def _tool_list_events(
         self, state: State, calendar_uid: str, limit: int, time_min: str | None = None, time_max: str | None = None
     ) -> str:
@@ -380,6 +313,23 @@ class CalendarServer(BuiltinToolServer):
         header = f"{len(events)} event(s) in calendar '{calendar_uid}'{window}; showing {len(page)}, earliest first:"
         return "\n".join([header, *(self._listing_line(e) for e in page)])
 
+    @tool(
+        name="create_event",
+        description="Create an event. Times are ISO 8601 date-times; a time without an offset is read as UTC.",
+        parameters=object_schema(
+            {
+                "calendar_uid": string_param("Uid of the calendar to add the event to."),
+                "title": string_param("Event title."),
+                "start": string_param(f"Start, ISO 8601, e.g. {_TIME_EXAMPLE}."),
+                "end": string_param("End, ISO 8601; must be after start."),
+                "attendees": _ATTENDEES,
+                "location": string_param("Where the event takes place."),
+                "description": string_param("Free-text description or agenda."),
+            },
+            ["calendar_uid", "title", "start", "end"],
+        ),
+        mutates_state=True,
+    )
     def _tool_create_event(
         self,
         state: State,
@@ -412,6 +362,27 @@ class CalendarServer(BuiltinToolServer):
         text = f"Event created: {self._listing_line(event)}"
         return self._with_conflict_note(state, event, text)
 
+    @tool(
+        name="update_event",
+        description=(
+            "Change some fields of an event; fields you leave out keep their value. Giving calendar_uid moves "
+            "the event to that calendar. Attendees, when given, replace the whole list."
+        ),
+        parameters=object_schema(
+            {
+                "event_id": string_param("Id of the event."),
+                "calendar_uid": string_param("Move the event to this calendar."),
+                "title": string_param("New title."),
+                "start": string_param("New start, ISO 8601."),
+                "end": string_param("New end, ISO 8601; must be after the (new) start."),
+                "attendees": _ATTENDEES,
+                "location": string_param("New location."),
+                "description": string_param("New description."),
+            },
+            ["event_id"],
+        ),
+        mutates_state=True,
+    )
     def _tool_update_event(self, state: State, event_id: str, **changes: Any) -> str:
         event = self._event(state, event_id)
         self._writable_calendar(state, event["calendar_uid"])
@@ -448,12 +419,36 @@ class CalendarServer(BuiltinToolServer):
         text = f"Event '{event_id}' updated ({changed}): {self._listing_line(updated)}"
         return self._with_conflict_note(state, updated, text)
 
+    @tool(
+        name="delete_event",
+        description="Delete one event.",
+        parameters=object_schema({"event_id": string_param("Id of the event to delete.")}, ["event_id"]),
+        mutates_state=True,
+    )
     def _tool_delete_event(self, state: State, event_id: str) -> str:
         event = self._event(state, event_id)
         self._writable_calendar(state, event["calendar_uid"])
         del state["events"][event_id]
         return f"Event '{event_id}' ({event['title']}, {event['start']}) deleted."
 
+    @tool(
+        name="search_events",
+        description=(
+            "Search events in every calendar, earliest first. Every word of the query must appear (case-"
+            "insensitively) in the title, description, location or attendees. time_min/time_max narrow the "
+            "search to events overlapping that range."
+        ),
+        parameters=object_schema(
+            {
+                "query": string_param("Words to look for."),
+                "time_min": _TIME_MIN,
+                "time_max": _TIME_MAX,
+                "limit": _LIMIT,
+            },
+            ["query"],
+        ),
+        mutates_state=False,
+    )
     def _tool_search_events(
         self, state: State, query: str, limit: int, time_min: str | None = None, time_max: str | None = None
     ) -> str:

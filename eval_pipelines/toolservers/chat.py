@@ -29,8 +29,15 @@ from pydantic import ValidationError
 from eval_pipelines.llm.types import ChatMessage
 from eval_pipelines.schemas.runs import ErrorClass
 from eval_pipelines.schemas.scenarios import NpcProfile
-from eval_pipelines.schemas.tools import ToolDefinition
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError, seed_objects
+from eval_pipelines.toolservers.base import (
+    BuiltinToolServer,
+    SeedError,
+    State,
+    ToolContext,
+    ToolError,
+    seed_objects,
+    tool,
+)
 from eval_pipelines.toolservers.fields import (
     CLOCK_STEP,
     DEFAULT_ACCOUNT,
@@ -86,86 +93,6 @@ def _message_param(description: str) -> dict[str, Any]:
     return string_param(description, minLength=1, maxLength=MAX_MESSAGE_CHARS)
 
 
-_TOOLS: tuple[ToolDefinition, ...] = (
-    ToolDefinition(
-        name="list_channels",
-        description="List the team chat's channels with their topic and number of messages.",
-        parameters=object_schema({}, []),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="get_room_history",
-        description=(
-            "Read the latest messages of a room, oldest first. The room is a channel ('#general' or its room id "
-            "'ch-general') or a direct-message room ('dm-...', or the person's name or email)."
-        ),
-        parameters=object_schema(
-            {
-                "room_id": string_param("Channel name, room id, or a person for your direct messages with them."),
-                "limit": integer_param(
-                    "Number of latest messages to show (1-200).", minimum=1, maximum=MAX_LIMIT, default=20
-                ),
-            },
-            ["room_id"],
-        ),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="send_channel_message",
-        description="Post a message to a channel. Everyone in the team can read it; nobody replies automatically.",
-        parameters=object_schema(
-            {
-                "channel": string_param("Channel name ('#general' or 'general') or its room id ('ch-general')."),
-                "message": _message_param("The message text."),
-            },
-            ["channel", "message"],
-        ),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="get_dm_room",
-        description="Find the direct-message room with a colleague (by name, email or profile id).",
-        parameters=object_schema(
-            {"user": string_param("The colleague's name, email address or profile id.")}, ["user"]
-        ),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="send_dm",
-        description=(
-            "Send a direct message to a colleague and get their reply. room_id is the room from get_dm_room "
-            "(the colleague's name or email also works)."
-        ),
-        parameters=object_schema(
-            {
-                "room_id": string_param("Direct-message room id ('dm-...') or the colleague's name or email."),
-                "message": _message_param("The message text."),
-            },
-            ["room_id", "message"],
-        ),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="npc_list_contacts",
-        description="List the colleagues you can message, with their role and what they work on.",
-        parameters=object_schema({}, []),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="npc_send_message",
-        description="Send a message to a colleague (by name, email or profile id) and get their reply.",
-        parameters=object_schema(
-            {
-                "to": string_param("The colleague's name, email address or profile id."),
-                "message": _message_param("The message text."),
-            },
-            ["to", "message"],
-        ),
-        mutates_state=True,
-    ),
-)
-
-
 @dataclass(frozen=True)
 class _DmPlan:
     """A direct message about to be sent: everything the NPC needs to reply, before any state changes."""
@@ -196,7 +123,6 @@ class ChatServer(BuiltinToolServer):
     (`configure(runtime, {"npc_model": {...}})`); the default is the deterministic simulated NPC."""
 
     name: ClassVar[str] = "chat"
-    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = _TOOLS
     collection_nouns: ClassVar[dict[str, str]] = {
         MESSAGES: "message(s)",
         ROOMS: "room(s)",
@@ -510,7 +436,36 @@ class ChatServer(BuiltinToolServer):
             return self._commit_dm(ctx.state, plan, reply)
         return self.call(ctx, tool_name, params)
 
+    @tool(
+        name="send_dm",
+        description=(
+            "Send a direct message to a colleague and get their reply. room_id is the room from get_dm_room "
+            "(the colleague's name or email also works)."
+        ),
+        parameters=object_schema(
+            {
+                "room_id": string_param("Direct-message room id ('dm-...') or the colleague's name or email."),
+                "message": _message_param("The message text."),
+            },
+            ["room_id", "message"],
+        ),
+        mutates_state=True,
+    )
+    @tool(
+        name="npc_send_message",
+        description="Send a message to a colleague (by name, email or profile id) and get their reply.",
+        parameters=object_schema(
+            {
+                "to": string_param("The colleague's name, email address or profile id."),
+                "message": _message_param("The message text."),
+            },
+            ["to", "message"],
+        ),
+        mutates_state=True,
+    )
     def _plan_dm(self, state: State, tool_name: str, params: dict[str, Any]) -> _DmPlan:
+        """The handler of the DM tools, the ones that host NPCs: `call` and `acall` plan the message here, await
+        the NPC's reply, then commit both, so a failed reply leaves no trace."""
         ref = params["room_id"] if tool_name == "send_dm" else params["to"]
         text = self._text(params["message"])
         found = self._find_npc(state, ref)
@@ -536,6 +491,12 @@ class ChatServer(BuiltinToolServer):
         reply_id = self._append(state, plan.room_id, npc_email, reply)
         return f"Message sent to {plan.name} in {plan.room_id} [{sent_id}].\n{plan.name} replied [{reply_id}]: {reply}"
 
+    @tool(
+        name="list_channels",
+        description="List the team chat's channels with their topic and number of messages.",
+        parameters=object_schema({}, []),
+        mutates_state=False,
+    )
     def _tool_list_channels(self, state: State) -> str:
         channels = sorted((r for r in state[ROOMS].values() if r["kind"] == KIND_CHANNEL), key=lambda r: r["name"])
         if not channels:
@@ -546,6 +507,23 @@ class ChatServer(BuiltinToolServer):
             lines.append(f"#{room['name']} ({room['id']}){topic}; {len(self._history(state, room['id']))} message(s)")
         return "\n".join(lines)
 
+    @tool(
+        name="get_room_history",
+        description=(
+            "Read the latest messages of a room, oldest first. The room is a channel ('#general' or its room id "
+            "'ch-general') or a direct-message room ('dm-...', or the person's name or email)."
+        ),
+        parameters=object_schema(
+            {
+                "room_id": string_param("Channel name, room id, or a person for your direct messages with them."),
+                "limit": integer_param(
+                    "Number of latest messages to show (1-200).", minimum=1, maximum=MAX_LIMIT, default=20
+                ),
+            },
+            ["room_id"],
+        ),
+        mutates_state=False,
+    )
     def _tool_get_room_history(self, state: State, room_id: str, limit: int) -> str:
         room = self._room(state, room_id)
         messages = self._history(state, room["id"])
@@ -556,11 +534,31 @@ class ChatServer(BuiltinToolServer):
         header = f"{label}: {len(messages)} message(s); showing the last {len(shown)}, oldest first:"
         return "\n".join([header, *(self._message_line(state, m) for m in shown)])
 
+    @tool(
+        name="send_channel_message",
+        description="Post a message to a channel. Everyone in the team can read it; nobody replies automatically.",
+        parameters=object_schema(
+            {
+                "channel": string_param("Channel name ('#general' or 'general') or its room id ('ch-general')."),
+                "message": _message_param("The message text."),
+            },
+            ["channel", "message"],
+        ),
+        mutates_state=True,
+    )
     def _tool_send_channel_message(self, state: State, channel: str, message: str) -> str:
         room = self._channel(state, channel)
         message_id = self._append(state, room["id"], self.account(state), self._text(message))
         return f"Message posted to #{room['name']} ({room['id']}) [{message_id}]."
 
+    @tool(
+        name="get_dm_room",
+        description="Find the direct-message room with a colleague (by name, email or profile id).",
+        parameters=object_schema(
+            {"user": string_param("The colleague's name, email address or profile id.")}, ["user"]
+        ),
+        mutates_state=False,
+    )
     def _tool_get_dm_room(self, state: State, user: str) -> str:
         profile_id, npc = self._npc_or_error(state, user)
         room_id = dm_room_id(profile_id)
@@ -571,6 +569,12 @@ class ChatServer(BuiltinToolServer):
             f"{count} message(s) so far. Use send_dm with room_id '{room_id}' to write to them."
         )
 
+    @tool(
+        name="npc_list_contacts",
+        description="List the colleagues you can message, with their role and what they work on.",
+        parameters=object_schema({}, []),
+        mutates_state=False,
+    )
     def _tool_npc_list_contacts(self, state: State) -> str:
         npcs = sorted(state[NPCS].values(), key=lambda n: (npc_display_name(n).lower(), n["profile_id"]))
         if not npcs:

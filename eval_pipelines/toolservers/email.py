@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from eval_pipelines.schemas.tools import ToolDefinition
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolError, seed_objects
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolError, seed_objects, tool
 from eval_pipelines.toolservers.fields import (
     CLOCK_STEP,
     DEFAULT_ACCOUNT,
@@ -35,106 +34,6 @@ _SEED_KEYS = {"account", "contacts", "emails"}
 _SEED_EMAIL_KEYS = {"id", "from", "to", "cc", "subject", "body", "folder", "timestamp", "read", "in_reply_to"}
 
 
-_TOOLS: tuple[ToolDefinition, ...] = (
-    ToolDefinition(
-        name="send_email",
-        description="Send a new email from your account. Separate several recipients with commas.",
-        parameters=object_schema(
-            {
-                "to": string_param("Recipient address, or several addresses separated by commas."),
-                "subject": string_param("Subject line."),
-                "body": string_param("Plain-text body."),
-                "cc": string_param("Optional CC address(es), separated by commas."),
-            },
-            ["to", "subject", "body"],
-        ),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="reply_to_email",
-        description="Reply to an email's sender. The subject becomes 'Re: <original subject>'.",
-        parameters=object_schema(
-            {
-                "email_id": string_param("Id of the email to reply to."),
-                "body": string_param("Plain-text body of the reply."),
-            },
-            ["email_id", "body"],
-        ),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="forward_email",
-        description="Forward an email, with an optional note above the original message.",
-        parameters=object_schema(
-            {
-                "email_id": string_param("Id of the email to forward."),
-                "to": string_param("Recipient address, or several addresses separated by commas."),
-                "note": string_param("Optional note placed above the forwarded message."),
-            },
-            ["email_id", "to"],
-        ),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="search_emails",
-        description=(
-            "Search all folders, newest first, case-insensitively. kind='from' matches the sender, kind='to' "
-            "matches To/CC recipients, kind='containing' matches subject, body and addresses."
-        ),
-        parameters=object_schema(
-            {
-                "query": string_param("Text to look for."),
-                "kind": string_param(
-                    "What to match: 'to', 'from' or 'containing'.",
-                    enum=["to", "from", "containing"],
-                    default="containing",
-                ),
-                "start": integer_param("Index of the first result to return (for paging).", minimum=0, default=0),
-                "limit": integer_param("Maximum number of results (1-200).", minimum=1, maximum=MAX_LIMIT, default=20),
-            },
-            ["query"],
-        ),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="get_email",
-        description="Read one email in full, including its body.",
-        parameters=object_schema({"email_id": string_param("Id of the email.")}, ["email_id"]),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="list_emails",
-        description="List the emails of one folder, newest first.",
-        parameters=object_schema(
-            {
-                "folder": string_param("Folder: 'inbox', 'sent' or 'trash'.", enum=list(FOLDERS), default="inbox"),
-                "limit": integer_param("Maximum number of emails (1-200).", minimum=1, maximum=MAX_LIMIT, default=20),
-            },
-            [],
-        ),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="list_contacts",
-        description="List your contacts (name, address, title).",
-        parameters=object_schema({}, []),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="delete_email",
-        description="Move one email to the trash.",
-        parameters=object_schema({"email_id": string_param("Id of the email to delete.")}, ["email_id"]),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="delete_all_emails",
-        description="Move every email in the inbox to the trash.",
-        parameters=object_schema({}, []),
-        mutates_state=True,
-    ),
-)
-
-
 def _with_prefix(prefix: str, subject: str, also: tuple[str, ...] = ()) -> str:
     lowered = subject.strip().lower()
     if any(lowered.startswith(p.lower()) for p in (prefix, *also)):
@@ -144,7 +43,6 @@ def _with_prefix(prefix: str, subject: str, also: tuple[str, ...] = ()) -> str:
 
 class EmailServer(BuiltinToolServer):
     name: ClassVar[str] = "email"
-    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = _TOOLS
     collection_nouns: ClassVar[dict[str, str]] = {
         "emails": "email(s)",
         "contacts": "contact(s)",
@@ -320,6 +218,20 @@ class EmailServer(BuiltinToolServer):
 
     # -- tools -----------------------------------------------------------------------------------------
 
+    @tool(
+        name="send_email",
+        description="Send a new email from your account. Separate several recipients with commas.",
+        parameters=object_schema(
+            {
+                "to": string_param("Recipient address, or several addresses separated by commas."),
+                "subject": string_param("Subject line."),
+                "body": string_param("Plain-text body."),
+                "cc": string_param("Optional CC address(es), separated by commas."),
+            },
+            ["to", "subject", "body"],
+        ),
+        mutates_state=True,
+    )
     def _tool_send_email(self, state: State, to: str, subject: str, body: str, cc: str = "") -> str:
         recipients = parse_addresses(to, "to")
         if not recipients:
@@ -329,6 +241,18 @@ class EmailServer(BuiltinToolServer):
         cc_text = f" (cc: {', '.join(copies)})" if copies else ""
         return f"Email sent to {', '.join(recipients)}{cc_text} with subject '{subject}'. Id: {email['id']}."
 
+    @tool(
+        name="reply_to_email",
+        description="Reply to an email's sender. The subject becomes 'Re: <original subject>'.",
+        parameters=object_schema(
+            {
+                "email_id": string_param("Id of the email to reply to."),
+                "body": string_param("Plain-text body of the reply."),
+            },
+            ["email_id", "body"],
+        ),
+        mutates_state=True,
+    )
     def _tool_reply_to_email(self, state: State, email_id: str, body: str) -> str:
         original = self._email(state, email_id)
         account = self.account(state)
@@ -338,6 +262,19 @@ class EmailServer(BuiltinToolServer):
         email = self._deliver(state, to, subject, body, in_reply_to=original["id"])
         return f"Reply sent to {', '.join(to)} with subject '{subject}'. Id: {email['id']}."
 
+    @tool(
+        name="forward_email",
+        description="Forward an email, with an optional note above the original message.",
+        parameters=object_schema(
+            {
+                "email_id": string_param("Id of the email to forward."),
+                "to": string_param("Recipient address, or several addresses separated by commas."),
+                "note": string_param("Optional note placed above the forwarded message."),
+            },
+            ["email_id", "to"],
+        ),
+        mutates_state=True,
+    )
     def _tool_forward_email(self, state: State, email_id: str, to: str, note: str = "") -> str:
         original = self._email(state, email_id)
         recipients = parse_addresses(to, "to")
@@ -359,6 +296,27 @@ class EmailServer(BuiltinToolServer):
         names = ", ".join(recipients)
         return f"Email '{original['id']}' forwarded to {names} with subject '{subject}'. Id: {email['id']}."
 
+    @tool(
+        name="search_emails",
+        description=(
+            "Search all folders, newest first, case-insensitively. kind='from' matches the sender, kind='to' "
+            "matches To/CC recipients, kind='containing' matches subject, body and addresses."
+        ),
+        parameters=object_schema(
+            {
+                "query": string_param("Text to look for."),
+                "kind": string_param(
+                    "What to match: 'to', 'from' or 'containing'.",
+                    enum=["to", "from", "containing"],
+                    default="containing",
+                ),
+                "start": integer_param("Index of the first result to return (for paging).", minimum=0, default=0),
+                "limit": integer_param("Maximum number of results (1-200).", minimum=1, maximum=MAX_LIMIT, default=20),
+            },
+            ["query"],
+        ),
+        mutates_state=False,
+    )
     def _tool_search_emails(self, state: State, query: str, kind: str, start: int, limit: int) -> str:
         needle = query.strip().lower()
 
@@ -380,11 +338,29 @@ class EmailServer(BuiltinToolServer):
         header = f"{len(found)} email(s) match '{query}' (kind={kind}); showing {shown}, newest first:"
         return "\n".join([header, *(self._listing_line(e) for e in page)])
 
+    @tool(
+        name="get_email",
+        description="Read one email in full, including its body.",
+        parameters=object_schema({"email_id": string_param("Id of the email.")}, ["email_id"]),
+        mutates_state=False,
+    )
     def _tool_get_email(self, state: State, email_id: str) -> str:
         # Pure read on purpose: marking as read would make a read tool mutate state, and every
         # get_email would then need a snapshot and a diff.
         return self._full_text(self._email(state, email_id))
 
+    @tool(
+        name="list_emails",
+        description="List the emails of one folder, newest first.",
+        parameters=object_schema(
+            {
+                "folder": string_param("Folder: 'inbox', 'sent' or 'trash'.", enum=list(FOLDERS), default="inbox"),
+                "limit": integer_param("Maximum number of emails (1-200).", minimum=1, maximum=MAX_LIMIT, default=20),
+            },
+            [],
+        ),
+        mutates_state=False,
+    )
     def _tool_list_emails(self, state: State, folder: str, limit: int) -> str:
         emails = self._newest_first([e for e in state["emails"].values() if e["folder"] == folder])
         if not emails:
@@ -393,6 +369,12 @@ class EmailServer(BuiltinToolServer):
         header = f"{folder}: {len(emails)} email(s); showing {len(page)}, newest first:"
         return "\n".join([header, *(self._listing_line(e) for e in page)])
 
+    @tool(
+        name="list_contacts",
+        description="List your contacts (name, address, title).",
+        parameters=object_schema({}, []),
+        mutates_state=False,
+    )
     def _tool_list_contacts(self, state: State) -> str:
         contacts = sorted(state["contacts"].values(), key=lambda c: (c["name"].lower(), c["email"]))
         if not contacts:
@@ -403,6 +385,12 @@ class EmailServer(BuiltinToolServer):
             lines.append(f"{contact['name'] or contact['email']} <{contact['email']}>{title}")
         return "\n".join(lines)
 
+    @tool(
+        name="delete_email",
+        description="Move one email to the trash.",
+        parameters=object_schema({"email_id": string_param("Id of the email to delete.")}, ["email_id"]),
+        mutates_state=True,
+    )
     def _tool_delete_email(self, state: State, email_id: str) -> str:
         email = self._email(state, email_id)
         if email["folder"] == "trash":
@@ -410,6 +398,12 @@ class EmailServer(BuiltinToolServer):
         state["emails"][email_id] = {**email, "folder": "trash"}
         return f"Email '{email_id}' moved to trash."
 
+    @tool(
+        name="delete_all_emails",
+        description="Move every email in the inbox to the trash.",
+        parameters=object_schema({}, []),
+        mutates_state=True,
+    )
     def _tool_delete_all_emails(self, state: State) -> str:
         moved = [key for key, email in state["emails"].items() if email["folder"] == "inbox"]
         for key in moved:

@@ -54,8 +54,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from eval_pipelines.lib.confine import confined_argv
-from eval_pipelines.schemas.tools import ToolDefinition
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError, seed_objects
+from eval_pipelines.toolservers.base import (
+    BuiltinToolServer,
+    SeedError,
+    State,
+    ToolContext,
+    ToolError,
+    seed_objects,
+    tool,
+)
 from eval_pipelines.toolservers.fields import object_schema, string_param
 
 MIRROR_CONTENT_BYTES = 64 * 1024
@@ -79,58 +86,6 @@ _POLL_SECONDS = 0.05
 
 _SEED_KEYS = {"files"}
 _SEED_FILE_KEYS = {"path", "content"}
-
-
-_TOOLS: tuple[ToolDefinition, ...] = (
-    ToolDefinition(
-        name="read_file",
-        description=f"Read a text file of the workspace (the first {READ_LIMIT_BYTES // 1024} KiB).",
-        parameters=object_schema({"path": string_param("Path relative to the workspace root.")}, ["path"]),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="write_file",
-        description="Create or overwrite a file with the given text; missing parent directories are created.",
-        parameters=object_schema(
-            {
-                "path": string_param("Path relative to the workspace root."),
-                "content": string_param("The complete new content of the file.", maxLength=MAX_WRITE_CHARS),
-            },
-            ["path", "content"],
-        ),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="list_dir",
-        description="List a directory of the workspace: sub-directories end with '/', files show their size.",
-        parameters=object_schema(
-            {"path": string_param("Directory relative to the workspace root ('.' is the root).", default=".")}, []
-        ),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="run_command",
-        description=(
-            "Run a shell command (/bin/sh -c) in the workspace root and return its exit code, stdout and stderr. "
-            f"It is killed after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, at most {MAX_TIMEOUT_SECONDS}); "
-            "background processes do not survive the call."
-        ),
-        parameters=object_schema(
-            {
-                "command": string_param("The shell command line."),
-                "timeout_seconds": {
-                    "type": "number",
-                    "description": f"Seconds before the command is killed (at most {MAX_TIMEOUT_SECONDS}).",
-                    "exclusiveMinimum": 0,
-                    "maximum": MAX_TIMEOUT_SECONDS,
-                    "default": DEFAULT_TIMEOUT_SECONDS,
-                },
-            },
-            ["command"],
-        ),
-        mutates_state=True,
-    ),
-)
 
 
 class WorkspaceDirectory:
@@ -379,7 +334,6 @@ class FilesServer(BuiltinToolServer):
     """Files and coding tools over one directory per workspace, under a temporary root owned by this object."""
 
     name: ClassVar[str] = "files"
-    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = _TOOLS
     collection_nouns: ClassVar[dict[str, str]] = {"files": "file(s)"}
 
     def __init__(self, root: Path | None = None) -> None:
@@ -462,6 +416,12 @@ class FilesServer(BuiltinToolServer):
         self.refresh(ctx.state)
         return result
 
+    @tool(
+        name="read_file",
+        description=f"Read a text file of the workspace (the first {READ_LIMIT_BYTES // 1024} KiB).",
+        parameters=object_schema({"path": string_param("Path relative to the workspace root.")}, ["path"]),
+        mutates_state=False,
+    )
     def _tool_read_file(self, root: Path, path: str) -> str:
         target = confine(root, path, "path")
         shown = _display(root, target)
@@ -525,12 +485,32 @@ class FilesServer(BuiltinToolServer):
             handle.write(data)
         return shown, previous, len(data)
 
+    @tool(
+        name="write_file",
+        description="Create or overwrite a file with the given text; missing parent directories are created.",
+        parameters=object_schema(
+            {
+                "path": string_param("Path relative to the workspace root."),
+                "content": string_param("The complete new content of the file.", maxLength=MAX_WRITE_CHARS),
+            },
+            ["path", "content"],
+        ),
+        mutates_state=True,
+    )
     def _tool_write_file(self, root: Path, path: str, content: str) -> str:
         shown, previous, written = self._write(root, path, content, "path")
         if previous is None:
             return f"Wrote {written} bytes to '{shown}' (new file)."
         return f"Wrote {written} bytes to '{shown}' (replaced {previous} bytes)."
 
+    @tool(
+        name="list_dir",
+        description="List a directory of the workspace: sub-directories end with '/', files show their size.",
+        parameters=object_schema(
+            {"path": string_param("Directory relative to the workspace root ('.' is the root).", default=".")}, []
+        ),
+        mutates_state=False,
+    )
     def _tool_list_dir(self, root: Path, path: str) -> str:
         target = confine(root, path, "path")
         shown = _display(root, target)
@@ -561,6 +541,28 @@ class FilesServer(BuiltinToolServer):
             lines.append(f"[... {len(names) - MAX_LISTED_ENTRIES} more not shown]")
         return "\n".join([header, *lines])
 
+    @tool(
+        name="run_command",
+        description=(
+            "Run a shell command (/bin/sh -c) in the workspace root and return its exit code, stdout and stderr. "
+            f"It is killed after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, at most {MAX_TIMEOUT_SECONDS}); "
+            "background processes do not survive the call."
+        ),
+        parameters=object_schema(
+            {
+                "command": string_param("The shell command line."),
+                "timeout_seconds": {
+                    "type": "number",
+                    "description": f"Seconds before the command is killed (at most {MAX_TIMEOUT_SECONDS}).",
+                    "exclusiveMinimum": 0,
+                    "maximum": MAX_TIMEOUT_SECONDS,
+                    "default": DEFAULT_TIMEOUT_SECONDS,
+                },
+            },
+            ["command"],
+        ),
+        mutates_state=True,
+    )
     def _tool_run_command(self, root: Path, command: str, timeout_seconds: float) -> str:
         if not command.strip():
             raise ToolError("Parameter 'command': must not be empty")

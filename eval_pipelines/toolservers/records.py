@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from eval_pipelines.schemas.tools import ToolDefinition
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolError, seed_objects
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolError, seed_objects, tool
 from eval_pipelines.toolservers.fields import (
     CLOCK_STEP,
     DEFAULT_ACCOUNT,
@@ -67,86 +66,6 @@ _LIMIT = {
     "default": DEFAULT_LIMIT,
 }
 
-_TOOLS: tuple[ToolDefinition, ...] = (
-    ToolDefinition(
-        name="create_ticket",
-        description="Open a new helpdesk ticket (status 'open'). The requester defaults to your own account.",
-        parameters=object_schema(
-            {
-                "title": string_param("Short summary of the problem or request."),
-                "description": string_param("Details."),
-                "requester": string_param("Email address of the person who needs help."),
-                "priority": string_param("Priority.", enum=list(PRIORITIES), default="medium"),
-                "assignee": string_param("Email address of the person who should handle it (optional)."),
-                "tags": _TAGS,
-            },
-            ["title", "description"],
-        ),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="get_ticket",
-        description="Read one ticket in full, with its comments.",
-        parameters=object_schema({"ticket_id": string_param("Id of the ticket, e.g. TKT-1001.")}, ["ticket_id"]),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="update_ticket",
-        description=(
-            "Change some fields of a ticket; fields you leave out keep their value. An empty assignee "
-            "unassigns the ticket. Tags, when given, replace the whole list."
-        ),
-        parameters=object_schema(
-            {
-                "ticket_id": string_param("Id of the ticket."),
-                "title": string_param("New title."),
-                "description": string_param("New description."),
-                "status": string_param("New status.", enum=list(STATUSES)),
-                "priority": string_param("New priority.", enum=list(PRIORITIES)),
-                "assignee": string_param("Email address of the new assignee, or '' to unassign."),
-                "tags": _TAGS,
-            },
-            ["ticket_id"],
-        ),
-        mutates_state=True,
-    ),
-    ToolDefinition(
-        name="list_tickets",
-        description="List tickets, most urgent first, optionally only one status and/or one assignee.",
-        parameters=object_schema(
-            {
-                "status": string_param("Only tickets with this status.", enum=list(STATUSES)),
-                "assignee": string_param("Only tickets assigned to this email address ('' for unassigned tickets)."),
-                "limit": _LIMIT,
-            },
-            [],
-        ),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="search_tickets",
-        description=(
-            "Search every ticket, most urgent first. Every word of the query must appear (case-insensitively) "
-            "in the id, title, description, requester, assignee, tags or comments."
-        ),
-        parameters=object_schema({"query": string_param("Words to look for."), "limit": _LIMIT}, ["query"]),
-        mutates_state=False,
-    ),
-    ToolDefinition(
-        name="add_comment",
-        description="Add a comment to a ticket's conversation.",
-        parameters=object_schema(
-            {
-                "ticket_id": string_param("Id of the ticket."),
-                "author": string_param("Email address of the comment's author (usually your own account)."),
-                "body": string_param("The comment text."),
-            },
-            ["ticket_id", "author", "body"],
-        ),
-        mutates_state=True,
-    ),
-)
-
 
 def _one_address(value: str, parameter: str) -> str:
     addresses = parse_addresses(value, parameter)
@@ -174,7 +93,6 @@ def _most_urgent_first(tickets: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 class RecordsServer(BuiltinToolServer):
     name: ClassVar[str] = "records"
-    tool_definitions: ClassVar[tuple[ToolDefinition, ...]] = _TOOLS
     collection_nouns: ClassVar[dict[str, str]] = {"tickets": "ticket(s)", "settings": "setting(s)"}
 
     # -- state -----------------------------------------------------------------------------------------
@@ -328,6 +246,22 @@ class RecordsServer(BuiltinToolServer):
 
     # -- tools -----------------------------------------------------------------------------------------
 
+    @tool(
+        name="create_ticket",
+        description="Open a new helpdesk ticket (status 'open'). The requester defaults to your own account.",
+        parameters=object_schema(
+            {
+                "title": string_param("Short summary of the problem or request."),
+                "description": string_param("Details."),
+                "requester": string_param("Email address of the person who needs help."),
+                "priority": string_param("Priority.", enum=list(PRIORITIES), default="medium"),
+                "assignee": string_param("Email address of the person who should handle it (optional)."),
+                "tags": _TAGS,
+            },
+            ["title", "description"],
+        ),
+        mutates_state=True,
+    )
     def _tool_create_ticket(
         self,
         state: State,
@@ -357,9 +291,35 @@ class RecordsServer(BuiltinToolServer):
         state["tickets"][ticket["id"]] = ticket
         return f"Ticket created: {self._listing_line(ticket)}"
 
+    @tool(
+        name="get_ticket",
+        description="Read one ticket in full, with its comments.",
+        parameters=object_schema({"ticket_id": string_param("Id of the ticket, e.g. TKT-1001.")}, ["ticket_id"]),
+        mutates_state=False,
+    )
     def _tool_get_ticket(self, state: State, ticket_id: str) -> str:
         return self._full_text(self._ticket(state, ticket_id))
 
+    @tool(
+        name="update_ticket",
+        description=(
+            "Change some fields of a ticket; fields you leave out keep their value. An empty assignee "
+            "unassigns the ticket. Tags, when given, replace the whole list."
+        ),
+        parameters=object_schema(
+            {
+                "ticket_id": string_param("Id of the ticket."),
+                "title": string_param("New title."),
+                "description": string_param("New description."),
+                "status": string_param("New status.", enum=list(STATUSES)),
+                "priority": string_param("New priority.", enum=list(PRIORITIES)),
+                "assignee": string_param("Email address of the new assignee, or '' to unassign."),
+                "tags": _TAGS,
+            },
+            ["ticket_id"],
+        ),
+        mutates_state=True,
+    )
     def _tool_update_ticket(self, state: State, ticket_id: str, **changes: Any) -> str:
         ticket = self._ticket(state, ticket_id)
         if not changes:
@@ -387,6 +347,19 @@ class RecordsServer(BuiltinToolServer):
         state["tickets"][ticket["id"]] = updated
         return f"Ticket '{ticket['id']}' updated ({', '.join(changed)}): {self._listing_line(updated)}"
 
+    @tool(
+        name="list_tickets",
+        description="List tickets, most urgent first, optionally only one status and/or one assignee.",
+        parameters=object_schema(
+            {
+                "status": string_param("Only tickets with this status.", enum=list(STATUSES)),
+                "assignee": string_param("Only tickets assigned to this email address ('' for unassigned tickets)."),
+                "limit": _LIMIT,
+            },
+            [],
+        ),
+        mutates_state=False,
+    )
     def _tool_list_tickets(
         self, state: State, limit: int, status: str | None = None, assignee: str | None = None
     ) -> str:
@@ -410,6 +383,15 @@ class RecordsServer(BuiltinToolServer):
         header = f"{len(tickets)} ticket(s){where}; showing {len(page)}, most urgent first:"
         return "\n".join([header, *(self._listing_line(t) for t in page)])
 
+    @tool(
+        name="search_tickets",
+        description=(
+            "Search every ticket, most urgent first. Every word of the query must appear (case-insensitively) "
+            "in the id, title, description, requester, assignee, tags or comments."
+        ),
+        parameters=object_schema({"query": string_param("Words to look for."), "limit": _LIMIT}, ["query"]),
+        mutates_state=False,
+    )
     def _tool_search_tickets(self, state: State, query: str, limit: int) -> str:
         terms = query.lower().split()
         if not terms:
@@ -436,6 +418,19 @@ class RecordsServer(BuiltinToolServer):
         header = f"{len(found)} ticket(s) match '{query}'; showing {len(page)}, most urgent first:"
         return "\n".join([header, *(self._listing_line(t) for t in page)])
 
+    @tool(
+        name="add_comment",
+        description="Add a comment to a ticket's conversation.",
+        parameters=object_schema(
+            {
+                "ticket_id": string_param("Id of the ticket."),
+                "author": string_param("Email address of the comment's author (usually your own account)."),
+                "body": string_param("The comment text."),
+            },
+            ["ticket_id", "author", "body"],
+        ),
+        mutates_state=True,
+    )
     def _tool_add_comment(self, state: State, ticket_id: str, author: str, body: str) -> str:
         ticket = self._ticket(state, ticket_id)
         if not body.strip():
