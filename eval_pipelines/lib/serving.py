@@ -40,6 +40,10 @@ class BackgroundServer:
             host=host,
             port=self.port,
             log_level=log_level,
+            # Never reconfigure the host process's logging: uvicorn's default dictConfig closes every handler of
+            # the process under logging's module lock, which deadlocks against a thread that is logging (seen:
+            # a server started inside a Dagster run while the service client logged a retry).
+            log_config=None,
             access_log=False,
             lifespan="on",
             # Loopback traffic from many concurrent rollouts: keep connections alive between steps.
