@@ -38,4 +38,4 @@ bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/warehouse_scale.py
 
 clean:
-	rm -rf data/warehouse data/eval.duckdb data/dagster data/service data/artifacts
+	rm -rf data/warehouse data/eval.duckdb data/dagster data/service data/artifacts data/assessment data/platform data/locks
