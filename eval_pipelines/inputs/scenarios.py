@@ -198,6 +198,11 @@ class ScenarioFiles:
         return self.template.model_copy(update={"num_tasks": len(self.tasks()), "num_npcs": len(self.npcs)})
 
 
+def _version_order(version: str) -> tuple[tuple[int, int | str], ...]:
+    """`1.10.0` after `1.9.0`: numeric parts compare as numbers, and sort before any text part."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in version.split("."))
+
+
 class ScenarioCatalog:
     """All scenarios under one directory, by scenario id. Re-scans on `refresh()` (new generated scenarios)."""
 
@@ -227,12 +232,16 @@ class ScenarioCatalog:
         return sorted(self._by_id)
 
     def get(self, scenario_id: str) -> ScenarioFiles:
-        """Look up by raw id or by partition key."""
+        """Look up by raw id (`email_ops:1.0.0`), by partition key (`email_ops_1.0.0`), or by family id
+        (`email_ops`: its newest version, as the hosted product and its SimLab CLI resolve it)."""
         if scenario_id in self._by_id:
             return self._by_id[scenario_id]
         for files in self._by_id.values():
             if files.key == scenario_id:
                 return files
+        family = [files for raw, files in self._by_id.items() if raw.partition(":")[0] == scenario_id]
+        if family:
+            return max(family, key=lambda files: _version_order(files.scenario_id.partition(":")[2]))
         raise KeyError(scenario_id)
 
     def all(self) -> list[ScenarioFiles]:

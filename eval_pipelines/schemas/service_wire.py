@@ -87,6 +87,14 @@ class ResumeRunResponse(WireModel):
     run_status: Run
 
 
+class AuthVerification(WireModel):
+    """`GET /auth/verify`: the key is known (an unknown one gets 401), and what it may do."""
+
+    valid: bool = True
+    #: `read` (GET only) or `write`.
+    permission: str
+
+
 class HealthResponse(WireModel):
     status: str = "healthy"
     draining: bool = False

@@ -10,6 +10,9 @@ Local extensions, beyond spec 000:
   whose detail names the existing run; resume that run instead.
 - `GET /runs?run_name=...` filters by run name.
 - `GET /health`.
+- A family id (`email_ops`) names the newest version of a scenario wherever a scenario id is taken, and
+  `GET /auth/verify` answers 200 for a known key and 401 otherwise: both as the hosted product does (its
+  SimLab CLI relies on them).
 """
 
 from __future__ import annotations
@@ -18,15 +21,14 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request, Security
+from fastapi import Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
-from fastapi.security import APIKeyHeader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError
@@ -40,13 +42,12 @@ from eval_pipelines.schemas.service_wire import (
     HealthResponse,
 )
 from eval_pipelines.schemas.sweep import SIMULATED_BASE_URL
-from eval_pipelines.service.auth import API_KEY_HEADER, Permission
 from eval_pipelines.service.executor import InvalidRequest, NotFound
 from eval_pipelines.service.responses import AUTH_ERRORS, error_response, retry_after
 from eval_pipelines.service.routes import ROUTERS
 from eval_pipelines.service.scheduler import ConfigMismatch, Overloaded
 from eval_pipelines.service.settings import ServiceSettings
-from eval_pipelines.service.state import EvaluationService
+from eval_pipelines.service.state import EvaluationService, authenticate
 from eval_pipelines.service.store import DuplicateRunName
 
 logger = logging.getLogger(__name__)
@@ -120,11 +121,6 @@ def _install_error_handlers(app: FastAPI, service: EvaluationService) -> None:
 
 
 # Module level: with postponed annotations, FastAPI resolves parameter annotations in the module's globals.
-API_KEY_SCHEME = APIKeyHeader(
-    name=API_KEY_HEADER,
-    auto_error=False,
-    description="The account's API key. `read` keys may GET; POST and DELETE need a `write` key.",
-)
 
 
 def _document_cross_field_rules(
@@ -197,21 +193,6 @@ def _allowed_methods(app: FastAPI, path: str) -> list[str]:
 # -- helpers -----------------------------------------------------------------------------------------------
 def create_app(settings: ServiceSettings) -> FastAPI:
     service = EvaluationService(settings)
-    registry = settings.api_keys
-
-    def authenticate(request: Request, api_key: Annotated[str | None, Security(API_KEY_SCHEME)]) -> Permission:
-        permission = registry.permission(api_key)
-        if permission is None:
-            raise HTTPException(
-                status_code=401,
-                detail=f"missing or invalid API key (send it in the {API_KEY_HEADER} header)",
-                headers={"WWW-Authenticate": API_KEY_HEADER},
-            )
-        if not permission.allows(request.method):
-            raise HTTPException(
-                status_code=403, detail=f"this API key is read-only; {request.method} needs a key with write permission"
-            )
-        return permission
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import APIKeyHeader
 
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.runtime.local import shared_runtime
+from eval_pipelines.service.auth import API_KEY_HEADER, Permission
 from eval_pipelines.service.executor import RunExecutor
 from eval_pipelines.service.layout import service_paths
 from eval_pipelines.service.scheduler import RunScheduler
@@ -77,3 +79,28 @@ def current_service(request: Request) -> EvaluationService:
 
 
 ServiceDep = Annotated[EvaluationService, Depends(current_service)]
+
+
+# Module level: with postponed annotations, FastAPI resolves parameter annotations in the module's globals.
+API_KEY_SCHEME = APIKeyHeader(
+    name=API_KEY_HEADER,
+    auto_error=False,
+    description="The account's API key. `read` keys may GET; POST and DELETE need a `write` key.",
+)
+
+
+def authenticate(request: Request, api_key: Annotated[str | None, Security(API_KEY_SCHEME)]) -> Permission:
+    """The key's permission (every route's dependency): 401 without a known key, 403 for a read-only key on a
+    request that changes something."""
+    permission = current_service(request).settings.api_keys.permission(api_key)
+    if permission is None:
+        raise HTTPException(
+            status_code=401,
+            detail=f"missing or invalid API key (send it in the {API_KEY_HEADER} header)",
+            headers={"WWW-Authenticate": API_KEY_HEADER},
+        )
+    if not permission.allows(request.method):
+        raise HTTPException(
+            status_code=403, detail=f"this API key is read-only; {request.method} needs a key with write permission"
+        )
+    return permission

@@ -31,6 +31,7 @@ GETS = [
     f"{SCENARIO_PATH}/verifiers/bundle",
     "/v1/task-gen/00000000-0000-0000-0000-000000000000",
     "/v1/task-gen/00000000-0000-0000-0000-000000000000/results",
+    "/auth/verify",
 ]
 WRITES = [
     ("POST", "/runs", {"scenario_id": "email_ops:1.0.0", "task_ids": ["email_ops_001"], "model_config": SIM_ORACLE}),
@@ -131,3 +132,17 @@ def test_bad_key_configuration_fails_without_showing_keys(environ: dict[str, str
     with pytest.raises(KeyConfigError) as error:
         ApiKeyRegistry.from_environment(environ)
     assert "secret-value" not in str(error.value)
+
+
+@pytest.mark.parametrize("prefix", ["", "/v1"])
+async def test_auth_verify_accepts_a_known_key_and_names_its_permission(
+    eval_service: RunningService, prefix: str
+) -> None:
+    """`simlab auth login` calls GET /v1/auth/verify with the API-Key header and refuses the key on a 401."""
+    async with httpx.AsyncClient(base_url=eval_service.url, timeout=30) as http:
+        for key, permission in ((WRITE_KEY, "write"), (READ_KEY, "read")):
+            response = await http.get(f"{prefix}/auth/verify", headers={"API-Key": key})
+            assert response.status_code == 200, response.text
+            assert response.json() == {"valid": True, "permission": permission}
+        refused = await http.get(f"{prefix}/auth/verify", headers={"API-Key": "not-a-key"})
+        assert refused.status_code == 401 and "not-a-key" not in refused.text

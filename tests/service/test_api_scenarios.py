@@ -57,6 +57,10 @@ async def test_tasks_listing_hides_execution_only_fields(
     reference = ScenarioCatalog().get(SCENARIO).task("email_ops_001").reference_answer
     assert reference and reference not in json.dumps(raw)
 
+    # SimLab names a scenario by its family id; the service answers with the newest version's full id.
+    by_family = await client.list_tasks(SCENARIO.partition(":")[0])
+    assert by_family.scenario_id == SCENARIO and len(by_family.tasks) == 12
+
 
 async def test_rubric_npcs_and_404s(client: EvaluationClient) -> None:
     rubric = await client.get_rubric(SCENARIO, "email_ops_001")
