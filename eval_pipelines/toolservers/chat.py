@@ -86,7 +86,6 @@ _SEED_KEYS = {"account", "npcs", "npc_secrets", "channels", "direct_messages"}
 _SEED_CHANNEL_KEYS = {"name", "topic", "messages"}
 _SEED_MESSAGE_KEYS = {"from", "text", "timestamp"}
 _SEED_DM_KEYS = {"with", *_SEED_MESSAGE_KEYS}
-_NPC_TOOLS = frozenset({"send_dm", "npc_send_message"})
 
 
 def _message_param(description: str) -> dict[str, Any]:
@@ -420,15 +419,19 @@ class ChatServer(BuiltinToolServer):
 
     # -- tools -----------------------------------------------------------------------------------------------
 
+    def _hosts_npc(self, tool_name: str) -> bool:
+        """Whether the tool is a DM tool, the ones `_plan_dm` handles (declared there)."""
+        return self.tool_handlers.get(tool_name) == "_plan_dm"
+
     def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
-        if tool_name in _NPC_TOOLS:
+        if self._hosts_npc(tool_name):
             plan = self._plan_dm(ctx.state, tool_name, params)
             return self._commit_dm(ctx.state, plan, _run_to_completion(self._npc_reply(ctx, plan)))
         return super().call(ctx, tool_name, params)
 
     async def acall(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
         """Like `call`, but awaits the NPC model instead of blocking the calling thread."""
-        if tool_name in _NPC_TOOLS:
+        if self._hosts_npc(tool_name):
             plan = self._plan_dm(ctx.state, tool_name, params)
             reply = await self._npc_reply(ctx, plan)
             # The state is touched only now, in one synchronous stretch: nothing can see a message without
