@@ -82,8 +82,6 @@ def model_config_payload(config: ModelConfig) -> dict[str, Any]:
     """The ModelConfig as the wire needs it: the one place the key is revealed, for the outbound request."""
     data = config.model_dump(mode="json", exclude_none=True)
     data["api_key"] = config.reveal_api_key()
-    if config.base_url is not None:
-        data["base_url"] = config.base_url  # the endpoint as given: its credentials are the caller's to send
     return data
 
 

@@ -8,11 +8,9 @@ base URL and the environment variable that conventionally holds their key.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
 from pydantic import Field, SecretStr, field_serializer, model_validator
 
-from eval_pipelines.lib.redact import redact_optional_url
 from eval_pipelines.schemas._base import StrictModel, WireModel
 
 DEFAULT_TEMPERATURE = 0.7
@@ -53,8 +51,8 @@ class ModelConfig(StrictModel):
     model: str = Field(min_length=1, description="LLM model identifier")
     provider: Provider = Provider.CUSTOM
     api_key: SecretStr = Field(description="credential for the provider")
-    #: may carry credentials (`user:pass@`, `?key=`): every dump and repr shows it redacted; outbound requests
-    #: read the attribute.
+    #: may carry credentials (`user:pass@`, `?key=`): repr hides it, and every writer redacts it (the run
+    #: store and the warehouse through `lib.redact.strip_secrets`); requests and worker jobs carry it whole.
     base_url: str | None = Field(default=None, description="custom API base URL (proxy or self-hosted)", repr=False)
     temperature: float = Field(default=DEFAULT_TEMPERATURE, ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE)
     max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
@@ -71,11 +69,6 @@ class ModelConfig(StrictModel):
     def _mask_key(self, value: SecretStr) -> str:
         # Serialising a ModelConfig never writes the key; outbound requests use `reveal_api_key()`.
         return MASK
-
-    @field_serializer("base_url", when_used="always")
-    def _redact_base_url(self, value: str | None) -> str | None:
-        # Stores, logs and echoes get the URL without credentials; the wire payload puts the real one back.
-        return redact_optional_url(value)
 
     def reveal_api_key(self) -> str:
         return self.api_key.get_secret_value()
@@ -113,15 +106,3 @@ class ModelConfigEcho(WireModel):
     summarize_every_n_turns: int = DEFAULT_SUMMARIZE_EVERY_N_TURNS
     context_stride: int = DEFAULT_CONTEXT_STRIDE
     request_timeout_seconds: float | None = None
-
-
-def strip_secrets(data: Any) -> Any:
-    """Recursively drop `api_key`-like fields from JSON-compatible data before it is persisted."""
-    if isinstance(data, dict):
-        return {k: strip_secrets(v) for k, v in data.items() if k not in SECRET_FIELD_NAMES}
-    if isinstance(data, list):
-        return [strip_secrets(v) for v in data]
-    return data
-
-
-SECRET_FIELD_NAMES = frozenset({"api_key", "rag_api_key", "authorization", "API-Key"})

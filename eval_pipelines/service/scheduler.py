@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from eval_pipelines.lib.redact import redact_optional_url
 from eval_pipelines.llm.errors import scrub_secrets, truncate
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import RunLaunchRequest, RunLaunchResponse, TerminationReason
@@ -142,6 +143,8 @@ class RunScheduler:
             now = getattr(now, "value", now)
             if name == "provider":
                 before = before or "custom"
+            if name == "base_url":
+                now = redact_optional_url(now)  # the store keeps it without credentials
             if before != now:
                 raise ConfigMismatch(
                     f"run {run_id} was launched with model_config.{name}={before!r}; resume it with the same model "

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.lib.redact import strip_secrets
 from eval_pipelines.lib.sqlite import SqliteDatabase
 from eval_pipelines.schemas._base import utc_now_iso
-from eval_pipelines.schemas.model_config import ModelConfigEcho, strip_secrets
+from eval_pipelines.schemas.model_config import ModelConfigEcho
 from eval_pipelines.schemas.runs import (
     ERROR_CLASS_OF_REASON,
     MSG_SERVER_RESTART,
@@ -217,7 +218,7 @@ class RunStore(SqliteDatabase):
         rollouts: Sequence[NewRollout],
     ) -> None:
         now = utc_now_iso()
-        config_json = model_config.model_dump_json()
+        config_json = json.dumps(strip_secrets(model_config.model_dump(mode="json")))
         with self._tx() as db:
             if run_name is not None:
                 existing = db.execute("select run_id from runs where run_name = ?", (run_name,)).fetchone()

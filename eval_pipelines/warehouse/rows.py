@@ -15,9 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from eval_pipelines.lib.redact import redact_optional_url
+from eval_pipelines.lib.redact import redact_optional_url, strip_secrets
 from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, META_TEXT_TOOL_CALL, META_USAGE, RunArtifacts
-from eval_pipelines.schemas.model_config import strip_secrets
 from eval_pipelines.schemas.runs import ErrorClass, Rollout, RolloutStatus, error_class_of
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.schemas.tools import StateDiff

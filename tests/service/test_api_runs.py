@@ -320,3 +320,26 @@ async def test_resuming_a_run_that_is_executing_changes_nothing(
     assert (run.total, run.completed + run.failed) == (2, 2)
     events = [e.status for r in (await client.list_rollouts(run_id=launched.run_id)).rollouts for e in r.status_events]
     assert events.count("pending") == 2  # created once, never re-queued
+
+
+async def test_a_credentialed_base_url_is_used_stored_redacted_and_resumes(
+    data_dir: Path, scripted: tuple[Script, str]
+) -> None:
+    """Credentials in a base_url reach the endpoint, never the store or the echo; a resume with the same
+    configuration is the same model (the comparison is made on the redacted URL the store keeps)."""
+    _, url = scripted
+    host = url.removeprefix("http://")
+    secret_base = f"http://proxyuser:url-secret-4411@{host}/v1?key=query-secret-9922"
+    config = {**scripted_model(url), "base_url": secret_base}
+    with running_service(data_dir) as running:
+        async with EvaluationClient(running.url, WRITE_KEY) as client:
+            launched = await client.launch_run(launch(["email_ops_001"], config))
+            run = await client.wait_for_run(launched.run_id, deadline_seconds=60, poll_interval=0.05)
+            assert (run.completed, run.failed) == (1, 0)
+            [rollout] = (await client.list_rollouts(run_id=launched.run_id)).rollouts
+            echoed = rollout.model_config_.base_url if rollout.model_config_ else None
+            assert echoed == f"http://{host}/v1"
+            resumed = await client.resume_run(launched.run_id, launch(["x"], config).model_config_)
+            assert resumed.requeued_rollouts == 0
+    stored = b"".join(p.read_bytes() for p in data_dir.rglob("*") if p.is_file())
+    assert b"url-secret-4411" not in stored and b"query-secret-9922" not in stored

@@ -176,12 +176,14 @@ def test_slots_are_split_evenly_and_every_share_is_used() -> None:
 
 
 def test_a_job_keeps_its_keys_on_the_wire_and_out_of_its_repr(tmp_path: Path) -> None:
-    config = ModelConfig(model="m", provider="custom", base_url="http://127.0.0.1:1/v1", api_key=CANARY)
+    # A worker calls the endpoint as given: credentials in the base_url travel with the job, like the key.
+    config = ModelConfig(model="m", provider="custom", base_url="http://u:pw-77@127.0.0.1:1/v1?k=q", api_key=CANARY)
     job = WorkerJob(tmp_path / "s.sqlite3", tmp_path, tmp_path, "run_x", config, config, 3, 30.0,
                     {"email": "http://127.0.0.1:2/email"}, 123)  # fmt: skip
     assert CANARY not in repr(job)
     back = WorkerJob.from_wire(job.to_wire())
     assert back.model_config.reveal_api_key() == CANARY and back.user_model_config is not None
+    assert back.model_config.base_url == config.base_url and "pw-77" not in repr(job)
     assert (back.max_parallel, back.tool_server_urls, back.parent_pid) == (3, job.tool_server_urls, 123)
 
 
