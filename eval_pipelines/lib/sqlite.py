@@ -5,9 +5,29 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+#: How long opening a database waits for another process to let go of a fresh file (see `_use_wal`).
+WAL_SWITCH_SECONDS = 30.0
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode (a setting kept in the file). Switching a fresh file needs an exclusive lock,
+    and SQLite refuses it at once, without its busy wait, while another connection is writing (two processes
+    opening a new data directory together hit this): so wait and retry, and skip the switch once it is done."""
+    deadline = time.monotonic() + WAL_SWITCH_SECONDS
+    while True:
+        try:
+            if conn.execute("pragma journal_mode").fetchone()[0] != "wal":
+                conn.execute("pragma journal_mode=wal")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 class SqliteDatabase:
@@ -23,7 +43,7 @@ class SqliteDatabase:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
-            conn.execute("pragma journal_mode=wal")
+            _use_wal(conn)
             conn.execute("pragma synchronous=normal")
             conn.execute("pragma foreign_keys=on")
             conn.execute("pragma busy_timeout=30000")
