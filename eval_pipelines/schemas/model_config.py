@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import Field, SecretStr, field_serializer, model_validator
+from pydantic import Field, SecretStr, field_serializer
 
 from eval_pipelines.schemas._base import StrictModel, WireModel
 
@@ -43,6 +43,26 @@ PROVIDER_BASE_URLS: dict[Provider, str] = {
     Provider.OPENROUTER: "https://openrouter.ai/api/v1",
 }
 
+#: Model-name prefixes that name their provider, for a spec-minimal config (`{model, api_key}`: provider
+#: `custom`, no base_url), as the hosted product routes one; a `<provider>/` prefix names it explicitly.
+MODEL_NAME_PROVIDERS: tuple[tuple[str, Provider], ...] = (
+    ("gpt-", Provider.OPENAI),
+    ("chatgpt-", Provider.OPENAI),
+    ("o1", Provider.OPENAI),
+    ("o3", Provider.OPENAI),
+    ("o4", Provider.OPENAI),
+    ("claude-", Provider.ANTHROPIC),
+    ("gemini-", Provider.GEMINI),
+)
+
+
+def provider_of_model_name(model: str) -> Provider | None:
+    """The hosted provider a bare model name belongs to (`gpt-4o` -> openai), or None when it names none."""
+    explicit, slash, _ = model.partition("/")
+    if slash and explicit in Provider.__members__.values() and explicit != Provider.CUSTOM:
+        return Provider(explicit)
+    return next((provider for prefix, provider in MODEL_NAME_PROVIDERS if model.startswith(prefix)), None)
+
 
 class ModelConfig(StrictModel):
     """The LLM configuration of a run (spec 000 ModelConfig). `api_key` is a secret: masked in repr,
@@ -74,22 +94,21 @@ class ModelConfig(StrictModel):
         return self.api_key.get_secret_value()
 
     def resolved_base_url(self) -> str:
-        """The chat-completions base URL: explicit `base_url`, else the provider's default."""
+        """The chat-completions base URL: explicit `base_url`, else the provider's default, else (provider
+        `custom`) the provider the model name belongs to. Raises ValueError when none applies."""
         if self.base_url:
             return self.base_url.rstrip("/")
-        if self.provider == Provider.CUSTOM:
-            raise ValueError("model_config.base_url is required when provider is 'custom'")
-        return PROVIDER_BASE_URLS[self.provider]
+        provider = self.provider if self.provider != Provider.CUSTOM else provider_of_model_name(self.model)
+        if provider is None:
+            raise ValueError(
+                f"base_url is required when provider is 'custom' and the model name ({self.model!r}) "
+                "names no hosted provider"
+            )
+        return PROVIDER_BASE_URLS[provider]
 
     def echo(self) -> ModelConfigEcho:
         """What a rollout echoes back: never the key."""
         return ModelConfigEcho.model_validate(self.model_dump(exclude={"api_key"}))
-
-    @model_validator(mode="after")
-    def _custom_needs_base_url(self) -> ModelConfig:
-        if self.provider == Provider.CUSTOM and not self.base_url:
-            raise ValueError("base_url is required when provider is 'custom'")
-        return self
 
 
 class ModelConfigEcho(WireModel):

@@ -27,6 +27,10 @@ class NanoModelType(StrEnum):
     RESPONSE = "response"
 
 
+#: The collinear SDK spells the nano types `prompt_evaluation` etc.; both spellings name the same type.
+NANO_MODEL_TYPE_SUFFIX = "_evaluation"
+
+
 class ConversationMessage(WireModel):
     role: str = Field(min_length=1)
     content: str
@@ -44,6 +48,9 @@ class DatasetRow(StrictModel):
         # Strings (even "1") are refused like the hosted platform does; bools are not integers here either.
         if value is None:
             return value
+        if value == {} or value == []:
+            # The collinear SDK sends `{}` for every row when no ground-truth column is named: no label.
+            return None
         if isinstance(value, bool) or not isinstance(value, int) or value not in (0, 1):
             raise ValueError(GROUND_TRUTH_ERROR)
         return value
@@ -94,6 +101,13 @@ class JudgeCreateRequest(StrictModel):
     rag_namespace: str | None = None
     rag_host: str | None = None
     rag_top_k: int | None = Field(default=None, ge=1)
+
+    @field_validator("nano_model_type", mode="before")
+    @classmethod
+    def _sdk_spelling(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.endswith(NANO_MODEL_TYPE_SUFFIX):
+            return value.removesuffix(NANO_MODEL_TYPE_SUFFIX)
+        return value
 
     @field_serializer("rag_api_key", when_used="always")
     def _mask(self, value: SecretStr | None) -> str | None:
@@ -158,6 +172,8 @@ class ConversationJudgement(WireModel):
 
 class SynthDataRequest(StrictModel):
     model_id: UUID
+    #: the collinear SDK adds its space to every body; when sent, the token must be granted it
+    space_id: UUID | None = None
     multiplier: int = Field(ge=1)
     examples: list[dict[str, Any]] = Field(min_length=1)
     prompt: str = Field(min_length=1)

@@ -53,7 +53,13 @@ class ActiveRun:
 
 def check_model_endpoint(config: ModelConfig, field: str) -> None:
     """Reject a base_url no client could ever reach, at launch rather than in every rollout."""
-    if config.base_url is None or config.base_url == SIMULATED_BASE_URL:
+    if config.base_url is None:
+        try:
+            config.resolved_base_url()
+        except ValueError as exc:
+            raise InvalidRequest(f"{field}.base_url: {exc}") from None
+        return
+    if config.base_url == SIMULATED_BASE_URL:
         return
     try:
         url = httpx.URL(config.base_url)

@@ -68,3 +68,12 @@ async def test_unreachable_and_unknown_model_and_bad_url(quick_service: RunningS
         assert unknown.error_type == ModelTestErrorType.INVALID_MODEL and "no-such-model" in unknown.message
         bad_url = await client.test_model_config(_config(base_url="ftp://example.invalid"))
         assert bad_url.error_type == ModelTestErrorType.BAD_REQUEST and SECRET not in bad_url.message
+
+
+async def test_a_spec_minimal_config_is_tested_not_refused(quick_service: RunningService) -> None:
+    """`{model, api_key}` is a valid ModelConfig: the test answers 200 with a result, and a model name that names
+    no provider is a bad_request result saying base_url is needed."""
+    async with EvaluationClient(quick_service.url, WRITE_KEY) as client:
+        result = await client.test_model_config(ModelConfig.model_validate({"model": "llama3.1", "api_key": SECRET}))
+    assert not result.success and result.error_type == ModelTestErrorType.BAD_REQUEST
+    assert "base_url is required" in result.message and SECRET not in result.message

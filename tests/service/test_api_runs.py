@@ -343,3 +343,19 @@ async def test_a_credentialed_base_url_is_used_stored_redacted_and_resumes(
             assert resumed.requeued_rollouts == 0
     stored = b"".join(p.read_bytes() for p in data_dir.rglob("*") if p.is_file())
     assert b"url-secret-4411" not in stored and b"query-secret-9922" not in stored
+
+
+async def test_a_spec_minimal_model_config_is_launched_and_an_unroutable_one_is_a_400(
+    eval_service: RunningService,
+) -> None:
+    """`{model, api_key}` takes the spec's defaults (provider custom, base_url null): a model name that names its
+    provider is launched; one that names none is refused at launch with the field named, not in every rollout."""
+    body = {"scenario_id": SCENARIO, "task_ids": ["email_ops_001"]}
+    async with httpx.AsyncClient(base_url=eval_service.url, headers={"API-Key": WRITE_KEY}, timeout=30) as http:
+        launched = await http.post("/runs", json={**body, "model_config": {"model": "gpt-4o-mini", "api_key": "k"}})
+        assert launched.status_code == 200, launched.text
+        run_id = launched.json()["run_id"]
+        assert (await http.post(f"/runs/{run_id}/cancel")).status_code == 200
+        unroutable = await http.post("/runs", json={**body, "model_config": {"model": "llama3.1", "api_key": "k"}})
+    assert unroutable.status_code == 400
+    assert "model_config.base_url" in unroutable.json()["detail"] and "llama3.1" in unroutable.json()["detail"]

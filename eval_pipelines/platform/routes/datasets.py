@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Response, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from eval_pipelines.platform.auth import Principal
@@ -41,6 +41,8 @@ async def upload_dataset(
     space_id: UUID = Form(...),
     principal: Principal = Depends(current_principal),
     platform: PlatformState = Depends(current_platform),
+    *,
+    response: Response,
 ) -> list[StoredDatasetRow]:
     space = principal.require_space(space_id)
     content = await platform.read_upload(file)
@@ -55,6 +57,8 @@ async def upload_dataset(
         lambda: platform.store.add_rows(space_id=space, dataset_name=dataset_name, rows=rows, origin="upload")
     )
     logger.info("dataset %s (%r): %d row(s) appended", dataset.dataset_id, dataset.name, len(stored))
+    # The body is the stored rows (as deployed); the collinear SDK reads the dataset id from the file name.
+    response.headers["Content-Disposition"] = f'attachment; filename="{dataset.dataset_id}.json"'
     return stored
 
 

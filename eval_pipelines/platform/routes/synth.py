@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from eval_pipelines.platform.auth import Principal
 from eval_pipelines.platform.models import ModelKind, ModelUnavailable
 from eval_pipelines.platform.responses import errors, issue, unprocessable
 from eval_pipelines.platform.state import API, PlatformState, current_platform, current_principal
@@ -24,11 +25,15 @@ logger = logging.getLogger(__name__)
 router = APIRouter()
 
 
-@router.post(f"{API}/synth_data/generate", dependencies=[Depends(current_principal)], responses=errors(503))
+@router.post(f"{API}/synth_data/generate", responses=errors(403, 503))
 async def synth_generate(
-    body: SynthDataRequest, platform: PlatformState = Depends(current_platform)
+    body: SynthDataRequest,
+    principal: Principal = Depends(current_principal),
+    platform: PlatformState = Depends(current_platform),
 ) -> StreamingResponse:
-    # Any valid token may generate: the request names no space, and nothing is stored in one.
+    # Any valid token may generate (nothing is stored in a space); a space named in the body must be granted.
+    if body.space_id is not None:
+        principal.require_space(body.space_id)
     model_id = str(body.model_id)
     entry = platform.settings.models.get(model_id)
     if entry is None or entry.kind != ModelKind.GENERATOR:
