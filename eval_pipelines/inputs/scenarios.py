@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -24,8 +25,10 @@ from urllib.parse import unquote
 
 from pydantic import ValidationError
 
+from eval_pipelines.inputs.hosted import seed_calendar_events, seed_emails
 from eval_pipelines.inputs.paths import scenarios_dir
 from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, SeedDataFile, Task, Template
+from eval_pipelines.schemas.service_wire import PublicTask
 
 _UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -190,6 +193,23 @@ class ScenarioFiles:
         """The parsed JSON seed files a task sends to one tool server, in declaration order."""
         return [_read_json(self.root / "seed_data" / name) for name in task.seed_data.get(server, [])]
 
+    def public_task(self, task: Task, tool_server_urls: Mapping[str, str] | None = None) -> PublicTask:
+        """The task as the service lists it, with the hosted product's seed and verifier fields filled in, and
+        the URL of each tool server that `tool_server_urls` names."""
+        payloads = [
+            _read_json(self.root / "seed_data" / name)
+            for names in task.seed_data.values()
+            for name in names
+            if name.endswith(".json")
+        ]
+        return PublicTask.of(
+            task,
+            scenario_id=self.scenario_id,
+            seed_emails=seed_emails(payloads),
+            seed_calendar_events=seed_calendar_events(payloads),
+            tool_server_urls=tool_server_urls,
+        )
+
     @property
     def verifiers_dir(self) -> Path:
         return self.root / "verifiers"
@@ -229,7 +249,9 @@ class ScenarioCatalog:
         self._by_id = by_id
 
     def ids(self) -> list[str]:
-        return sorted(self._by_id)
+        """By family, newest version first: SimLab takes the first listed version of a family."""
+        newest_first = sorted(self._by_id, key=lambda i: _version_order(i.partition(":")[2]), reverse=True)
+        return sorted(newest_first, key=lambda i: i.partition(":")[0])  # stable: versions stay newest first
 
     def get(self, scenario_id: str) -> ScenarioFiles:
         """Look up by raw id (`email_ops:1.0.0`), by partition key (`email_ops_1.0.0`), or by family id

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from eval_pipelines.schemas._base import WireModel
+from eval_pipelines.schemas.hosted import verifier_module_name
 from eval_pipelines.schemas.tools import ToolCall
 
 SCENARIO_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?$")
@@ -37,6 +38,7 @@ class Template(WireModel):
 
 class TaskToolServer(WireModel):
     name: str
+    #: where the server answers; the local service fills in its own tool host's URL for a built-in server
     tool_server_url: str = ""
 
 
@@ -86,7 +88,8 @@ class Task(WireModel):
     npc_profiles: list[NpcProfile] = Field(default_factory=list)
     #: seed file names (inside the scenario's seed_data/) per tool server name.
     seed_data: dict[str, list[str]] = Field(default_factory=dict)
-    #: verifier module names inside the scenario's verifiers/ package.
+    #: verifier module names inside the scenario's verifiers/ package; a SimLab entry
+    #: (`{"func": "python_module", "module": "collinear.scenarios.<family>.verifiers.<name>"}`) names `<name>`.
     verifiers: list[str] = Field(default_factory=list)
     #: the tool calls a competent agent makes, in order; drives `sim-oracle` and task-generation gates.
     reference_actions: list[ToolCall] = Field(default_factory=list)
@@ -95,3 +98,8 @@ class Task(WireModel):
     npc_secrets: dict[str, Any] = Field(default_factory=dict)
     #: MCP servers the agent also gets: {name, url} or {name, command, args, env, secrets} (spec 001 naming rules).
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("verifiers", mode="before")
+    @classmethod
+    def _module_names(cls, value: Any) -> Any:
+        return [verifier_module_name(entry) for entry in value] if isinstance(value, list) else value

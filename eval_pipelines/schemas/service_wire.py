@@ -3,9 +3,12 @@ extensions (resume, health), shared by the service and its client."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import Field
 
 from eval_pipelines.schemas._base import WireModel
+from eval_pipelines.schemas.hosted import SeedCalendarEvent, SeedEmail, verifier_module_path
 from eval_pipelines.schemas.runs import Run
 from eval_pipelines.schemas.scenarios import NpcProfile, ScoringLevel, Task, TaskToolServer
 
@@ -39,8 +42,8 @@ class TaskNpcProfile(WireModel):
 class PublicTask(WireModel):
     """A task as the service lists it to callers, who may be the agents under test.
 
-    The execution-only fields of `schemas.Task` (reference actions and answer, NPC secrets, the verifier
-    list) are absent by construction: a field that is not declared here cannot leak.
+    The execution-only fields of `schemas.Task` (reference actions and answer, NPC secrets) are absent by
+    construction: a field that is not declared here cannot leak. Verifiers appear by import path only.
     """
 
     task_id: str
@@ -55,10 +58,30 @@ class PublicTask(WireModel):
     npc_profiles: list[TaskNpcProfile] = Field(default_factory=list)
     #: seed file names (inside the scenario's seed data) per tool server name.
     seed_data: dict[str, list[str]] = Field(default_factory=dict)
+    #: the hosted product's fields, which the SimLab CLI reads: the verifiers' import paths (names, no code)
+    #: and the task's seed mail and calendar events (`tasks seed`).
+    verifier_modules: list[str] = Field(default_factory=list)
+    seed_emails: list[SeedEmail] = Field(default_factory=list)
+    seed_calendar_events: list[SeedCalendarEvent] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, task: Task) -> PublicTask:
-        return cls.model_validate(task.model_dump(include=set(cls.model_fields)))
+    def of(
+        cls,
+        task: Task,
+        *,
+        scenario_id: str | None = None,
+        seed_emails: list[SeedEmail] | None = None,
+        seed_calendar_events: list[SeedCalendarEvent] | None = None,
+        tool_server_urls: Mapping[str, str] | None = None,
+    ) -> PublicTask:
+        public = cls.model_validate(task.model_dump(include=set(cls.model_fields)))
+        for server in public.tool_servers:
+            server.tool_server_url = (tool_server_urls or {}).get(server.name, server.tool_server_url)
+        if scenario_id is not None:
+            public.verifier_modules = [verifier_module_path(scenario_id, module) for module in task.verifiers]
+        public.seed_emails = list(seed_emails or [])
+        public.seed_calendar_events = list(seed_calendar_events or [])
+        return public
 
 
 class ScenarioTasks(WireModel):

@@ -13,6 +13,7 @@ DEFAULT_NUM_TASKS = 10
 MAX_NUM_TASKS = 200
 DEFAULT_EMAIL_DOMAIN = "example.com"
 DEFAULT_AGENT_EMAIL = "agent@example.com"
+MAX_DESCRIPTION_CHARS = 20_000
 
 
 class JobStatus(StrEnum):
@@ -70,9 +71,19 @@ class TaskGenRequest(StrictModel):
     categories: list[Category] | None = None
     workflows: list[Workflow] | None = None
     npcs: list[NpcRole] | None = None
+    #: null (as the SimLab CLI sends it when a config has no [workspace]) means the defaults.
     workspace: Workspace = Field(default_factory=Workspace)
     complexity: Complexity | None = None
     diversity: dict[str, Any] | None = None
+    #: the hosted product's quality filter (SimLab always sends it): false keeps the tasks no verifier passed.
+    filter: bool = True
+    #: free text on what to generate (SimLab's `--describe`); the LLM-driven generator reads it.
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
+
+    @field_validator("workspace", mode="before")
+    @classmethod
+    def _null_is_the_default(cls, value: Any) -> Any:
+        return Workspace() if value is None else value
 
     @field_validator("toolset")
     @classmethod
@@ -97,6 +108,10 @@ class GeneratedFile(WireModel):
     content: str
 
 
+#: The results' NPC file: a JSON list of NPC profiles, where SimLab's task loader reads them (`npcs/`).
+NPC_PROFILES_FILENAME = "profiles.json"
+
+
 class TaskGenResults(WireModel):
     job_id: str
     tasks: list[GeneratedFile] = Field(default_factory=list)
@@ -104,7 +119,8 @@ class TaskGenResults(WireModel):
     rubrics: list[GeneratedFile] = Field(default_factory=list)
     verifiers: list[GeneratedFile] = Field(default_factory=list)
     skills_md: str = ""
-    npcs: list[dict[str, Any]] | None = None
+    #: `[{filename: "profiles.json", content: <JSON list of NPC profiles>}]`, or empty: the hosted product's shape
+    npcs: list[GeneratedFile] = Field(default_factory=list)
     filter_summary: dict[str, Any] | None = None
 
 

@@ -7,16 +7,19 @@ Filtering (documented in `filter_summary`):
 - a task left with no passing verifier is DROPPED: it is not in `tasks`/`instructions`/`rubrics`, and it is
   listed under `dropped_tasks` with the reason;
 - verifiers of tasks on a server nobody can replay (an external toolset) are kept and listed as `ungated`;
-- items the LLM-driven generator could not use are counted under `failed_items` (per step) with details.
+- items the LLM-driven generator could not use are counted under `failed_items` (per step) with details;
+- with `filter: false` in the request, a task no verifier passed is kept with all its verifiers, and listed
+  under `unfiltered_tasks`.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from eval_pipelines.schemas.taskgen import GeneratedFile, TaskGenResults
+from eval_pipelines.schemas.taskgen import NPC_PROFILES_FILENAME, GeneratedFile, TaskGenResults
 from eval_pipelines.taskgen.context import GenerationContext
 from eval_pipelines.taskgen.drafts import FAILED_SUFFIX, TaskDraft, rubric_markdown, task_file
 from eval_pipelines.taskgen.errors import TaskGenFailed
@@ -52,13 +55,19 @@ async def gate_and_assemble(
     dropped: list[dict[str, Any]] = list(summary.pop("dropped_tasks", []))
     ungated: list[str] = []
     kept: list[TaskDraft] = []
+    unfiltered: list[str] = []
     for draft in drafts:
         passing = report.passing(draft)
+        if not passing and not ctx.request.filter and draft.verifiers:
+            # `filter: false` keeps what the gates would drop: every verifier is listed, and the task is named
+            # in filter_summary["unfiltered_tasks"] so nobody mistakes it for a gated one.
+            passing = list(draft.verifiers)
+            unfiltered.append(draft.task_id)
         for module, source in draft.verifiers.items():
             result = report.results.get(module)
-            if result is not None and result.passed:
+            if (result is not None and result.passed) or draft.task_id in unfiltered:
                 verifiers.append(GeneratedFile(filename=f"{module}.py", content=source))
-                if not result.gated:
+                if result is not None and not result.gated:
                     ungated.append(module)
                 continue
             verifiers.append(GeneratedFile(filename=f"{module}{FAILED_SUFFIX}", content=source))
@@ -74,7 +83,7 @@ async def gate_and_assemble(
             dropped.append({"task_id": draft.task_id, "reason": _drop_reason(draft, report)})
             continue
         kept.append(draft)
-        tasks.append(task_file(draft, seeds, passing))
+        tasks.append(task_file(draft, seeds, passing, ctx.task_prefix))
         instructions.append(GeneratedFile(filename=f"{draft.task_id}.md", content=draft.instruction + "\n"))
         if draft.rubric is not None:
             rubrics.append(GeneratedFile(filename=f"{draft.task_id}.md", content=rubric_markdown(draft.rubric)))
@@ -95,9 +104,12 @@ async def gate_and_assemble(
     )
     if ungated:
         summary["ungated"] = {"reason": report.ungated_reason, "verifiers": ungated}
+    if unfiltered:
+        summary["unfiltered_tasks"] = unfiltered
     if not kept:
         raise TaskGenFailed(_nothing_usable(summary, "every generated task failed its quality gates"))
-    npcs = [p.model_dump(mode="json") for p in ctx.npc_profiles] or None
+    profiles = [p.model_dump(mode="json") for p in ctx.npc_profiles]
+    npcs = [GeneratedFile(filename=NPC_PROFILES_FILENAME, content=json.dumps(profiles, indent=2))] if profiles else []
     return TaskGenResults(
         job_id=PENDING_JOB_ID,
         tasks=tasks,

@@ -7,7 +7,7 @@ Layout written (see scenarios.catalog)::
     seed_data/<file>    the seed files the tasks name
     verifiers/          __init__.py plus every verifier; `*.FAILED.py` files are kept for inspection but no
                         task lists them (the verifier loader skips them)
-    npcs.json           the NPC profiles, when the results carry any
+    npcs.json           the NPC profiles, when the results carry any (`npcs: [{filename: profiles.json, ...}]`)
     instructions/, rubrics/, skills.md, filter_summary.json   the rest of the results, for people
 
 The folder is assembled next to its destination and renamed into place only after it loads cleanly, so a
@@ -24,7 +24,7 @@ from typing import Any
 
 from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles, partition_key, safe_relative_path
 from eval_pipelines.schemas.scenarios import Template, TemplateToolServer
-from eval_pipelines.schemas.taskgen import TaskGenResults
+from eval_pipelines.schemas.taskgen import NPC_PROFILES_FILENAME, TaskGenResults
 from eval_pipelines.taskgen.drafts import SEED_FILES_KEY
 
 
@@ -133,8 +133,14 @@ def _write_contents(results: TaskGenResults, root: Path) -> list[str]:
     for folder, files in (("instructions", results.instructions), ("rubrics", results.rubrics)):
         for file in files:
             _write(root / folder / _safe_name(file.filename, folder[:-1]), file.content)
-    if results.npcs:
-        _write(root / "npcs.json", json.dumps(results.npcs, indent=2) + "\n")
+    for file in results.npcs:
+        if _safe_name(file.filename, "NPC file") != NPC_PROFILES_FILENAME:
+            raise BundleError(f"NPC file {file.filename!r}: expected {NPC_PROFILES_FILENAME!r}")
+        try:
+            profiles = json.loads(file.content)
+        except json.JSONDecodeError as exc:
+            raise BundleError(f"NPC file {file.filename!r}: invalid JSON: {exc.msg}") from None
+        _write(root / "npcs.json", json.dumps(profiles, indent=2) + "\n")
     if results.skills_md:
         _write(root / "skills.md", results.skills_md)
     if results.filter_summary is not None:

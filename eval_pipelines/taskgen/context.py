@@ -72,7 +72,7 @@ def build_context(request: TaskGenRequest | dict[str, Any]) -> GenerationContext
     if not any(tool.mutates for tool in toolset.tools):
         raise TaskGenRequestError("toolset", "no tool changes state, so no state-checked task can be built")
     seed = resolved.diversity.seed
-    domain = resolved.request.workspace.email_domain
+    domain = resolved.workspace.email_domain
     pool = people_pool(domain, stream(seed, "people"))
     npc_people = pool[: len(resolved.npcs)]
     profiles = [
@@ -99,7 +99,7 @@ def build_context(request: TaskGenRequest | dict[str, Any]) -> GenerationContext
             server,
             world_values,
             world_rng,
-            agent_email=resolved.request.workspace.agent_email,
+            agent_email=resolved.workspace.agent_email,
             world_size=world_size,
         )
         for name, server in toolset.servers.items()

@@ -2,8 +2,9 @@
 `instructions`, `rubrics`, `verifiers` as `{filename, content}`).
 
 Each task file is full Task JSON (the catalog's format: reference actions, seed file names, verifier modules,
-rubric, NPC profiles) plus `seed_files`: the content of the seed files it names, because the results have no
-field for seed data. `write_bundle` moves them into `seed_data/`.
+rubric, NPC profiles), the keys SimLab's task loader reads (see `task_json`), plus `seed_files`: the content
+of the seed files it names, because the results have no field for seed data. `write_bundle` moves them into
+`seed_data/`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pprint
 from dataclasses import dataclass, field
 from typing import Any
 
+from eval_pipelines.schemas.hosted import TaskMeta, verifier_entry
 from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, ScoringLevel, Task, TaskToolServer
 from eval_pipelines.schemas.taskgen import GeneratedFile
 from eval_pipelines.schemas.tools import ToolCall
@@ -107,7 +109,11 @@ def rubric_markdown(rubric: Rubric) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def task_json(draft: TaskDraft, seeds: dict[str, dict[str, Any]], passing_modules: list[str]) -> dict[str, Any]:
+def task_json(
+    draft: TaskDraft, seeds: dict[str, dict[str, Any]], passing_modules: list[str], scenario_package: str
+) -> dict[str, Any]:
+    """Task JSON in both readers' terms: the catalog's fields, plus what SimLab's task loader reads (`meta`,
+    `task`, `apps`, `npcs`, verifiers as `{func, module}` under `collinear.scenarios.<scenario_package>`)."""
     task = Task(
         task_id=draft.task_id,
         name=draft.name,
@@ -125,11 +131,23 @@ def task_json(draft: TaskDraft, seeds: dict[str, dict[str, Any]], passing_module
     body = task.model_dump(mode="json", exclude={"npc_secrets"})
     for profile in body["npc_profiles"]:
         profile.pop("public_info", None)
+    meta = TaskMeta(
+        task_id=draft.task_id, display_name=draft.name, difficulty=draft.difficulty, category=draft.category
+    )
+    body = {
+        "meta": meta.model_dump(),
+        "task": draft.instruction,
+        "apps": list(draft.servers),
+        **body,
+        "npcs": [{"id": profile.profile_id} for profile in draft.npc_profiles],
+        "verifiers": [verifier_entry(scenario_package, module) for module in passing_modules],
+    }
     body[SEED_FILES_KEY] = {name: seeds[name] for name in draft.seed_names.values() if name in seeds}
     return body
 
 
-def task_file(draft: TaskDraft, seeds: dict[str, dict[str, Any]], passing_modules: list[str]) -> GeneratedFile:
-    return GeneratedFile(
-        filename=f"{draft.task_id}.json", content=json.dumps(task_json(draft, seeds, passing_modules), indent=2)
-    )
+def task_file(
+    draft: TaskDraft, seeds: dict[str, dict[str, Any]], passing_modules: list[str], scenario_package: str
+) -> GeneratedFile:
+    body = task_json(draft, seeds, passing_modules, scenario_package)
+    return GeneratedFile(filename=f"{draft.task_id}.json", content=json.dumps(body, indent=2))

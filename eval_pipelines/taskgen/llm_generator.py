@@ -210,7 +210,7 @@ class _Run:
         return {
             "agent": resolved.agent.model_dump(),
             "scenario": resolved.scenario.model_dump(),
-            "workspace": resolved.request.workspace.model_dump(),
+            "workspace": resolved.workspace.model_dump(),
         }
 
     async def skills(self, fallback: str) -> str:

@@ -34,6 +34,7 @@ from eval_pipelines.schemas.taskgen import (
     ScenarioSpec,
     TaskGenRequest,
     Workflow,
+    Workspace,
 )
 from eval_pipelines.taskgen.errors import TaskGenRequestError
 from eval_pipelines.taskgen.presets import PRESETS, preset_names
@@ -92,6 +93,7 @@ class ResolvedRequest:
     workflows: list[Workflow]
     npcs: list[NpcRole]
     categories: list[Category]
+    workspace: Workspace
     complexity: Complexity
     diversity: Diversity
     #: difficulty -> number of tasks wanted (largest remainder over `complexity`).
@@ -133,6 +135,7 @@ def resolve_request(data: TaskGenRequest | Mapping[str, Any]) -> ResolvedRequest
         workflows=list(workflows),
         npcs=list(npcs),
         categories=list(categories),
+        workspace=request.workspace,
         complexity=complexity,
         diversity=diversity,
         counts=apportion(request.num_tasks, shares),

@@ -59,7 +59,7 @@ def render_skills(ctx: GenerationContext, ops: dict[tuple[str, str], str]) -> st
         if resolved.agent.description:
             lines.append(f"- {resolved.agent.description}")
         lines.append("")
-    workspace = resolved.request.workspace
+    workspace = resolved.workspace
     lines += [
         "## Workspace",
         "",

@@ -2,19 +2,21 @@
 
 Layout (the zip root is the import root)::
 
-    verifier_bundle/__init__.py
-    verifier_bundle/scenarios/__init__.py
-    verifier_bundle/scenarios/<scenario>/__init__.py
-    verifier_bundle/scenarios/<scenario>/bundle.json         {scenario_id, package_version, files: {name: sha256}}
-    verifier_bundle/scenarios/<scenario>/verifiers/__init__.py
-    verifier_bundle/scenarios/<scenario>/verifiers/<module>.py
+    collinear/__init__.py
+    collinear/scenarios/__init__.py
+    collinear/scenarios/<scenario>/__init__.py
+    collinear/scenarios/<scenario>/bundle.json         {scenario_id, package_version, files: {name: sha256}}
+    collinear/scenarios/<scenario>/verifiers/__init__.py
+    collinear/scenarios/<scenario>/verifiers/<module>.py
 
-`<scenario>` is the scenario id made into a Python identifier (`email_ops:1.0.0` -> `email_ops_1_0_0`).
+the package path the hosted product's clients import (`collinear.scenarios.email_ops.verifiers.<module>`):
+`<scenario>` is the family id made into a Python identifier (`email_ops:1.0.0` -> `email_ops`); the manifest
+keeps the full id.
 
 A bundle may come from anywhere (the hosted service, a colleague, a generated task), so extraction refuses
 absolute paths, `..`, links and special files, duplicate names, too many entries and too many bytes (declared
 or actual), and loading imports it under a fresh top-level name: two bundles that both call their package
-`verifier_bundle` never meet in `sys.modules`. Bundle modules import each other relatively; an absolute import
+`collinear` never meet in `sys.modules`. Bundle modules import each other relatively; an absolute import
 of the bundle's own top-level name is not supported, because that name is exactly what isolation replaces.
 Loading runs the bundle's `__init__` code in this process; run untrusted verifiers through
 `eval_pipelines.verifiers.isolation`.
@@ -42,9 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
+from eval_pipelines.schemas.hosted import VERIFIER_PACKAGE_ROOT, scenario_package
 from eval_pipelines.verifiers.loader import FAILED_SUFFIX, LoadedVerifier, VerifierPackage, package_version
 
-BUNDLE_PACKAGE = "verifier_bundle"
+BUNDLE_PACKAGE = VERIFIER_PACKAGE_ROOT
 MANIFEST_NAME = "bundle.json"
 VERIFIERS_PACKAGE = "verifiers"
 #: 1980-01-01, the earliest time a ZIP can hold: fixed so the same sources give the same bytes.
@@ -57,7 +60,6 @@ DEFAULT_MAX_BUNDLE_FILES = 2000
 _COPY_CHUNK = 64 * 1024
 _SKIPPED_DIRS = {"__pycache__"}
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
-_IDENTIFIER_UNSAFE = re.compile(r"\W")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
 
 _IMPORT_LOCK = threading.Lock()
@@ -68,11 +70,11 @@ class BundleError(ValueError):
 
 
 def scenario_package_name(scenario_id: str) -> str:
-    """The scenario id as a Python identifier, the bundle's `<scenario>` folder."""
-    name = _IDENTIFIER_UNSAFE.sub("_", scenario_id.strip())
-    if not name:
-        raise BundleError("scenario_id must not be empty")
-    return f"_{name}" if name[0].isdigit() else name
+    """The bundle's `<scenario>` folder: the family id as a Python identifier (see `schemas.hosted`)."""
+    try:
+        return scenario_package(scenario_id)
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
 
 
 # --- build ----------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The collinear SDK's flows, run by the SDK's own venv (`tests/compat/.venvs/collinear`), one per invocation.
+"""The collinear SDK's flows, run by the SDK's own venv (`.venv-clients/collinear`), one per invocation.
 
     python collinear_flows.py <flow>     with PLATFORM_URL, PLATFORM_TOKEN, PLATFORM_SPACE_ID set
 

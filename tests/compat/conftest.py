@@ -1,6 +1,6 @@
 """The vendor's own clients against the local services, started as the README says.
 
-Each client lives in a venv of its own under `tests/compat/.venvs/<client>/`, installed from PyPI on first use
+Each client lives in a venv of its own under `.venv-clients/<client>/`, installed from PyPI on first use
 and reinstalled when its requirements file changes; nothing of theirs is a dependency of this project. The
 services are the real servers (`eval-pipelines serve eval-service|platform`) in their own processes, on
 loopback ports, with keys made for the session.
@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ import pytest
 from eval_pipelines.lib.serving import free_port
 
 HERE = Path(__file__).resolve().parent
-VENVS = HERE / ".venvs"
+VENVS = HERE.parents[1] / ".venv-clients"
 EVAL_PIPELINES = Path(sys.executable).parent / "eval-pipelines"
 #: pip flags per client: SimLab 0.2.0 declares Python >=3.13 and runs on 3.11.
 PIP_FLAGS: Mapping[str, Sequence[str]] = {"simlab": ("--ignore-requires-python",), "collinear": ()}
@@ -115,10 +116,11 @@ class EvalServiceUnderTest:
 
 @pytest.fixture(scope="session")
 def eval_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EvalServiceUnderTest]:
-    """`eval-pipelines serve eval-service` over a copy-free data dir of its own, reading the built-in scenarios."""
+    """`eval-pipelines serve eval-service` with a data dir of its own, over a copy of the built-in scenarios."""
     root = tmp_path_factory.mktemp("eval-service")
     write_key, read_key = f"wk-{secrets.token_hex(12)}", f"rk-{secrets.token_hex(12)}"
-    scenarios_dir = Path(__file__).resolve().parents[2] / "data" / "scenarios"
+    scenarios_dir = root / "scenarios"
+    shutil.copytree(HERE.parents[1] / "data" / "scenarios", scenarios_dir)
     served = serve(
         [
             "eval-service",
@@ -166,7 +168,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformUnder
 
 
 def run_client(
-    argv: Sequence[str], env: Mapping[str, str], cwd: Path, timeout: float = 180.0
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path, timeout: float = 180.0, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run a client command with a clean HOME (no user config) and the given variables."""
     home = cwd / ".home"
@@ -176,6 +178,7 @@ def run_client(
         list(argv),
         env={**clean, "HOME": str(home), "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200", **env},
         cwd=cwd,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -31,3 +31,5 @@ def test_a_family_id_resolves_to_its_newest_version_numerically(tmp_path: Path) 
     assert catalog.get("email_ops_1.2.0").scenario_id == "email_ops:1.2.0"  # and so does a partition key
     with pytest.raises(KeyError):
         catalog.get("email")  # a prefix is not a family
+    # the listing puts a family's newest version first: SimLab's `--template email_ops` takes the first one
+    assert catalog.ids() == ["email_ops:1.10.0", "email_ops:1.9.0", "email_ops:1.2.0"]

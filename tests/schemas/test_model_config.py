@@ -38,5 +38,5 @@ def test_an_explicit_base_url_wins_over_the_model_name() -> None:
 
 def test_a_custom_model_name_without_base_url_says_what_is_missing() -> None:
     config = ModelConfig.model_validate({"model": "Qwen/Qwen2.5-7B-Instruct", "api_key": "k"})
-    with pytest.raises(ValueError, match="base_url is required.*Qwen/Qwen2.5-7B-Instruct"):
+    with pytest.raises(ValueError, match=r"base_url is required.*Qwen/Qwen2\.5-7B-Instruct"):
         config.resolved_base_url()

@@ -134,22 +134,24 @@ async def test_verifier_bundle_is_an_importable_package(client: EvaluationClient
     data = await client.download_verifier_bundle(SCENARIO)
     archive = zipfile.ZipFile(io.BytesIO(data))
     names = set(archive.namelist())
-    root = "verifier_bundle/scenarios/email_ops_1_0_0/verifiers"
-    for package in ("verifier_bundle", "verifier_bundle/scenarios", "verifier_bundle/scenarios/email_ops_1_0_0", root):
+    # the package path the hosted product's clients import: collinear/scenarios/<family id>/verifiers
+    root = "collinear/scenarios/email_ops/verifiers"
+    for package in ("collinear", "collinear/scenarios", "collinear/scenarios/email_ops", root):
         assert f"{package}/__init__.py" in names
     assert f"{root}/projector_request.py" in names and f"{root}/_common.py" in names
     assert data == await client.download_verifier_bundle(SCENARIO)  # deterministic bytes
+    assert data == await client.download_verifier_bundle("email_ops")  # by family id: the newest version
 
     bundle = tmp_path / "bundle.zip"
     bundle.write_bytes(data)
     sys.path.insert(0, str(bundle))
     try:
-        module = importlib.import_module("verifier_bundle.scenarios.email_ops_1_0_0.verifiers.projector_request")
+        module = importlib.import_module("collinear.scenarios.email_ops.verifiers.projector_request")
         result = module.verify(RunArtifacts(task_id="email_ops_001", task="t"))
         assert result is not None  # no state in these artifacts: a failing result, not an import error
     finally:
         sys.path.remove(str(bundle))
-        for name in [n for n in sys.modules if n.startswith("verifier_bundle")]:
+        for name in [n for n in sys.modules if n.startswith("collinear")]:
             del sys.modules[name]
 
 

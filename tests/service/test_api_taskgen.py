@@ -88,13 +88,49 @@ async def test_default_engine_generates_and_unknown_jobs_are_404(data_dir: Path)
 
 @pytest.mark.parametrize(
     "body",
-    [{}, {"toolset": []}, {"toolset": [{"name": "t"}], "num_tasks": 201}, {"toolset": [{"description": "no name"}]}],
+    [
+        {},
+        {"toolset": []},
+        {"toolset": [{"name": "t"}], "num_tasks": 201},
+        {"toolset": [{"description": "no name"}]},
+        {"toolset": [{"name": "t"}], "preset": "no_such_preset"},
+        {"toolset": [{"name": "t"}], "diversity": {"vary": ["colour"]}},
+    ],
 )
 async def test_invalid_requests_are_422(eval_service: object, body: dict[str, object]) -> None:
+    """Refused at submit, naming the field: an unknown preset never becomes a job that fails later."""
     url = eval_service.url  # type: ignore[attr-defined]
     async with httpx.AsyncClient(base_url=url, headers={"API-Key": WRITE_KEY}) as http:
         response = await http.post("/v1/task-gen", json=body)
     assert response.status_code == 422 and response.json()["detail"][0]["loc"][0] == "body"
+    for field in ("preset", "diversity"):
+        if field in body:
+            assert response.json()["detail"][0]["loc"][1] == field, response.json()
+
+
+async def test_the_fields_simlab_always_sends_are_accepted(eval_service: object) -> None:
+    """SimLab sends every request key, nulls included, plus `filter` and `description`."""
+    body = {
+        "toolset": [{"name": "send_email", "description": "Send an email"}],
+        "agent": None,
+        "scenario": None,
+        "categories": None,
+        "workflows": None,
+        "npcs": None,
+        "workspace": None,
+        "num_tasks": 1,
+        "model": "schema",
+        "complexity": None,
+        "diversity": None,
+        "filter": True,
+        "preset": "customer_support",
+        "description": "answer customers",
+    }
+    url = eval_service.url  # type: ignore[attr-defined]
+    async with httpx.AsyncClient(base_url=url, headers={"API-Key": WRITE_KEY}) as http:
+        response = await http.post("/v1/task-gen", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "pending"
 
 
 async def test_jobs_interrupted_by_a_restart_fail(data_dir: Path) -> None:

@@ -164,3 +164,55 @@ def test_a_hanging_verifier_fails_its_gate_and_the_others_still_run() -> None:
     report = asyncio.run(QualityGates(verifier_timeout_seconds=6.0).run(drafts, ctx.seeds(), ["calendar"]))
     assert report.results["hanging_forever"].gate == "reference"
     assert all(report.results[d.verifier_module].passed for d in drafts)
+
+
+def test_filter_false_keeps_a_task_no_verifier_passed_and_says_so() -> None:
+    """`filter: false` (SimLab's `[generation] filter`) keeps what the gates would drop, named as unfiltered."""
+    request = {"toolset": calendar_toolset(), "num_tasks": 2, "complexity": {"easy": 1}, "filter": False}
+    ctx = build_context(parse_request(request))
+    drafts, _ = plan_drafts(ctx, Planner(ctx))
+    sound, unsound = drafts
+    for draft in drafts:
+        draft.rubric = default_rubric(draft)
+        draft.verifiers = {draft.verifier_module: render_state_verifier(draft)}
+    unsound.verifiers = {"unsound_never_true": NEVER_TRUE}
+    results = asyncio.run(
+        gate_and_assemble(
+            ctx, drafts, gates=QualityGates(), progress=Progress(lambda _: None), skills_md="", summary={}
+        )
+    )
+    summary = results.filter_summary
+    assert summary is not None and summary["unfiltered_tasks"] == [unsound.task_id]
+    tasks = {json.loads(f.content)["meta"]["task_id"]: json.loads(f.content) for f in results.tasks}
+    assert set(tasks) == {sound.task_id, unsound.task_id}
+    assert [v["module"].rsplit(".", 1)[-1] for v in tasks[unsound.task_id]["verifiers"]] == ["unsound_never_true"]
+    assert "unsound_never_true.py" in {f.filename for f in results.verifiers}
+
+
+def test_task_files_carry_the_keys_simlab_reads_and_still_load_here(tmp_path: Path) -> None:
+    request = {"toolset": calendar_toolset(), "num_tasks": 1, "complexity": {"easy": 1}}
+    ctx = build_context(parse_request(request))
+    drafts, _ = plan_drafts(ctx, Planner(ctx))
+    for draft in drafts:
+        draft.rubric = default_rubric(draft)
+        draft.verifiers = {draft.verifier_module: render_state_verifier(draft)}
+    results = asyncio.run(
+        gate_and_assemble(
+            ctx, drafts, gates=QualityGates(), progress=Progress(lambda _: None), skills_md="", summary={}
+        )
+    )
+    body = json.loads(results.tasks[0].content)
+    draft = drafts[0]
+    assert body["meta"] == {
+        "task_id": draft.task_id,
+        "display_name": draft.name,
+        "difficulty": draft.difficulty,
+        "category": draft.category,
+    }
+    assert body["task"] == draft.instruction and body["apps"] == ["calendar"]
+    assert body["verifiers"] == [
+        {"func": "python_module", "module": f"collinear.scenarios.{ctx.task_prefix}.verifiers.{draft.verifier_module}"}
+    ]
+    folder = write_bundle(results, tmp_path / "scenarios", "hosted_keys:0.1")
+    task = ScenarioCatalog(folder.parent).get("hosted_keys:0.1").tasks()[draft.task_id]
+    assert task.verifiers == [draft.verifier_module]

@@ -52,8 +52,8 @@ def test_the_service_rejects_num_tasks_out_of_range_with_a_field_named_422(num_t
 def test_defaults_follow_the_spec() -> None:
     resolved = resolve_request(_body())
     assert resolved.num_tasks == 10
-    assert resolved.request.workspace.email_domain == DEFAULT_EMAIL_DOMAIN == "example.com"
-    assert resolved.request.workspace.agent_email == DEFAULT_AGENT_EMAIL == "agent@example.com"
+    assert resolved.workspace.email_domain == DEFAULT_EMAIL_DOMAIN == "example.com"
+    assert resolved.workspace.agent_email == DEFAULT_AGENT_EMAIL == "agent@example.com"
     assert resolved.counts == {"easy": 3, "medium": 5, "hard": 2}
     assert resolved.diversity.seed == 0 and set(resolved.diversity.vary) == {"parameters", "phrasing", "entities"}
 

@@ -28,7 +28,7 @@ from eval_pipelines.verifiers.loader import package_version, verifier_version
 from eval_pipelines.verifiers.protocol import verify_task
 from tests.verifiers.conftest import EMAIL_OPS, NOOP, REFERENCE, PackageFactory, Replays
 
-PREFIX = f"{BUNDLE_PACKAGE}/scenarios/email_ops_1_0_0"
+PREFIX = f"{BUNDLE_PACKAGE}/scenarios/email_ops"
 
 
 def _zip(*entries: tuple[str, bytes] | zipfile.ZipInfo, data: bytes = b"x = 1\n") -> bytes:
@@ -70,7 +70,7 @@ def test_bundle_layout_is_an_importable_tree_without_failed_or_cached_files(
     assert f"{PREFIX}/__init__.py" in names and f"{PREFIX}/bundle.json" in names
     bundled = {n.removeprefix(f"{PREFIX}/verifiers/") for n in names if n.startswith(f"{PREFIX}/verifiers/")}
     assert bundled == {p.name for p in email_ops.verifiers_dir.glob("*.py")}
-    assert scenario_package_name("9lives:1.0") == "_9lives_1_0"
+    assert scenario_package_name("9lives:1.0") == "_9lives"
 
 
 def test_bundle_bytes_are_deterministic(email_ops: ScenarioFiles, tmp_path: Path) -> None:
@@ -141,7 +141,7 @@ def test_two_bundles_with_the_same_package_names_stay_isolated(make_package: Pac
         assert first.get("check").verify({}) == (True, "one")  # type: ignore[misc]
         assert BUNDLE_PACKAGE not in sys.modules and not any(m.startswith(BUNDLE_PACKAGE + ".") for m in sys.modules)
         first_modules = first.modules()
-        assert f"{first.namespace}.{BUNDLE_PACKAGE}.scenarios.demo_1_0_0.verifiers._shared" in first_modules
+        assert f"{first.namespace}.{BUNDLE_PACKAGE}.scenarios.demo.verifiers._shared" in first_modules
         assert not set(first_modules) & set(second.modules())
     finally:
         first.close()

@@ -11,7 +11,6 @@ from fastapi.responses import Response
 from eval_pipelines.inputs.scenarios import ScenarioError
 from eval_pipelines.schemas.scenarios import Rubric, SeedDataFile, Template
 from eval_pipelines.schemas.service_wire import (
-    PublicTask,
     ScenarioNpcs,
     ScenarioTasks,
     SeedDataList,
@@ -55,7 +54,10 @@ def list_scenarios(service: ServiceDep) -> list[Template]:
 )
 def list_tasks(service: ServiceDep, scenario_id: ScenarioId) -> ScenarioTasks:
     scenario = service.scenario(scenario_id)
-    return ScenarioTasks(scenario_id=scenario.scenario_id, tasks=[PublicTask.of(t) for t in scenario.tasks().values()])
+    urls = service.runtime.tool_server_urls()  # the tool host this service runs rollouts against
+    return ScenarioTasks(
+        scenario_id=scenario.scenario_id, tasks=[scenario.public_task(t, urls) for t in scenario.tasks().values()]
+    )
 
 
 @router.get(
@@ -131,7 +133,7 @@ def get_seed_file(
     response_class=Response,
     responses={
         200: {
-            "description": "ZIP of an importable package tree `verifier_bundle/scenarios/<id>/verifiers/*.py`"
+            "description": "ZIP of an importable package tree `collinear/scenarios/<family id>/verifiers/*.py`"
             " (the zip root is the import root)",
             "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
         },

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from fastapi import APIRouter
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from eval_pipelines.schemas.taskgen import JobStatus, TaskGenJob, TaskGenRequest, TaskGenResults
@@ -18,6 +19,7 @@ from eval_pipelines.service.responses import (
 )
 from eval_pipelines.service.scheduler import Overloaded
 from eval_pipelines.service.state import ServiceDep
+from eval_pipelines.taskgen import TaskGenRequestError, resolve_request
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +31,12 @@ router = APIRouter()
 async def submit_task_gen(service: ServiceDep, body: TaskGenRequest) -> TaskGenJob:
     if service.draining:
         raise Overloaded("the service is shutting down; retry against the restarted service")
+    try:
+        # An unknown preset or a bad diversity is the caller's mistake: a 422 now, not a job failing later.
+        resolve_request(body)
+    except TaskGenRequestError as exc:
+        loc = ("body", *exc.field.split("."))
+        raise RequestValidationError([{"loc": loc, "msg": exc.message, "type": "value_error"}]) from None
     return service.jobs.submit(body)
 
 
