@@ -24,7 +24,7 @@ from typing import Any
 
 from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles, partition_key, safe_relative_path
 from eval_pipelines.schemas.scenarios import Template, TemplateToolServer
-from eval_pipelines.schemas.taskgen import NPC_PROFILES_FILENAME, TaskGenResults
+from eval_pipelines.schemas.taskgen import NPC_PROFILES_FILENAME, GeneratedFile, TaskGenResults
 from eval_pipelines.taskgen.drafts import SEED_FILES_KEY
 
 
@@ -99,6 +99,16 @@ def write_bundle(
     return target
 
 
+def _npc_profiles(file: GeneratedFile) -> Any:
+    """The profiles of the results' NPC file (`profiles.json`, a JSON list)."""
+    if _safe_name(file.filename, "NPC file") != NPC_PROFILES_FILENAME:
+        raise BundleError(f"NPC file {file.filename!r}: expected {NPC_PROFILES_FILENAME!r}")
+    try:
+        return json.loads(file.content)
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"NPC file {file.filename!r}: invalid JSON: {exc.msg}") from None
+
+
 def _write_contents(results: TaskGenResults, root: Path) -> list[str]:
     """Write every file; return the tool servers the tasks use, in first-use order."""
     servers: list[str] = []
@@ -134,13 +144,7 @@ def _write_contents(results: TaskGenResults, root: Path) -> list[str]:
         for file in files:
             _write(root / folder / _safe_name(file.filename, folder[:-1]), file.content)
     for file in results.npcs:
-        if _safe_name(file.filename, "NPC file") != NPC_PROFILES_FILENAME:
-            raise BundleError(f"NPC file {file.filename!r}: expected {NPC_PROFILES_FILENAME!r}")
-        try:
-            profiles = json.loads(file.content)
-        except json.JSONDecodeError as exc:
-            raise BundleError(f"NPC file {file.filename!r}: invalid JSON: {exc.msg}") from None
-        _write(root / "npcs.json", json.dumps(profiles, indent=2) + "\n")
+        _write(root / "npcs.json", json.dumps(_npc_profiles(file), indent=2) + "\n")
     if results.skills_md:
         _write(root / "skills.md", results.skills_md)
     if results.filter_summary is not None:

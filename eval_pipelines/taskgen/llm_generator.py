@@ -207,11 +207,14 @@ class _Run:
 
     def _shared_context(self) -> dict[str, Any]:
         resolved = self.ctx.resolved
-        return {
+        context: dict[str, Any] = {
             "agent": resolved.agent.model_dump(),
             "scenario": resolved.scenario.model_dump(),
             "workspace": resolved.workspace.model_dump(),
         }
+        if resolved.request.description:
+            context["what_to_generate"] = resolved.request.description
+        return context
 
     async def skills(self, fallback: str) -> str:
         context = {

@@ -144,3 +144,20 @@ async def test_service_jobs_complete_and_fail_through_the_http_api(
             with pytest.raises(JobFailed) as failure:
                 await client.wait_for_task_gen(job.job_id, deadline_seconds=60, poll_interval=0.1)
     assert "no usable task" in str(failure.value)
+
+
+async def test_a_description_reaches_the_prompts_that_decide_what_is_generated(
+    taskgen_llm: Callable[..., str],
+) -> None:
+    """SimLab's `--describe` text is what the user wants generated: the skills and task prompts carry it."""
+    seen: dict[str, set[object]] = {}
+
+    def record(request: ChatRequest, reply: str) -> str:
+        context = prompt_context(request) or {}
+        seen.setdefault(str(context.get("step")), set()).add(context.get("what_to_generate"))
+        return reply
+
+    description = "quarterly planning for the finance team"
+    async with ChatClient(taskgen_llm(record), "any-key") as client:
+        await LLMTaskGenerator(client, SIM_TASKGEN).generate(_request(2, description=description), lambda _t: None)
+    assert seen["skills"] == seen["tasks"] == {description}
