@@ -33,8 +33,9 @@ EVAL_OPEN: frozenset[Operation] = frozenset(
     }
 )
 PLATFORM_OPEN: frozenset[Operation] = EVAL_OPEN
-#: Platform routes whose request names no space (any valid token may call them; spec 002).
-PLATFORM_SPACELESS: frozenset[Operation] = frozenset({("POST", "/api/v1/synth_data/generate")})
+#: Platform routes whose request names no space (any valid token may call them). None since synthetic data
+#: takes the `space_id` the collinear SDK sends: a space named there must be the token's own.
+PLATFORM_SPACELESS: frozenset[Operation] = frozenset()
 
 #: Plausible values for path parameters; an unknown parameter fails the sweep, so a new route gets a value here.
 PATH_VALUES = {
