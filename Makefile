@@ -22,9 +22,9 @@ test: $(STAMP) lint validate
 ## Lint: ruff (with the complexity limit on the package), ruff format, mypy, and the layer contracts of
 ## docs/architecture.md (import-linter: layers, no Dagster below defs/, no import cycle).
 lint: $(STAMP)
-	$(VENV)/bin/ruff check eval_pipelines tests benchmarks
+	$(VENV)/bin/ruff check eval_pipelines tests benchmarks examples
 	$(VENV)/bin/ruff check --select C901 eval_pipelines
-	$(VENV)/bin/ruff format --check eval_pipelines tests benchmarks
+	$(VENV)/bin/ruff format --check eval_pipelines tests benchmarks examples
 	$(VENV)/bin/mypy eval_pipelines
 	$(VENV)/bin/lint-imports
 

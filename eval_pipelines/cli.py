@@ -337,6 +337,50 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from eval_pipelines.reports import ReportError
+    from eval_pipelines.reports.export import export_results
+
+    db = Path(args.db) if args.db else data_dir() / "eval.duckdb"
+    try:
+        summary = export_results(
+            db,
+            Path(args.out),
+            args.format,
+            sweep_id=args.sweep,
+            model_name=args.model,
+            scenario_id=args.scenario,
+            include_errors=args.include_errors,
+        )
+    except ReportError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"cannot write {args.out}: {exc}") from None
+    left_out = (
+        f", {summary.left_out} errored or unscored left out (--include-errors keeps them)" if summary.left_out else ""
+    )
+    print(f"sweep {summary.sweep_id}: {summary.rollouts} rollouts exported as {summary.format}{left_out}")
+    for path in summary.files:
+        print(f"  {path}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from eval_pipelines.inputs.paths import scenarios_dir
+    from eval_pipelines.inputs.simlab_bundle import BundleImportError, import_bundle
+
+    target = Path(args.scenarios_dir) if args.scenarios_dir else scenarios_dir()
+    try:
+        report = import_bundle(Path(args.bundle), target, args.scenario_id, overwrite=args.overwrite)
+    except BundleImportError as exc:
+        raise UserError(str(exc)) from None
+    print(f"scenario {report.scenario_id}: {len(report.tasks)} task(s) in {report.folder}")
+    for where, notes in report.notes.items():
+        for note in notes:
+            print(f"  {where}: {note}")
+    return 0
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb
 
@@ -442,6 +486,31 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default=str(data_dir() / "reports" / "report.html"), help="HTML path; PNGs beside it")
     report.add_argument("--db", default=None, help="catalog to read; default: data/eval.duckdb")
     report.set_defaults(func=cmd_report)
+    export = sub.add_parser(
+        "export", help="export one sweep's results: Inspect AI logs, OpenAI chat-format JSONL, or Parquet tables"
+    )
+    export.add_argument("--format", required=True, choices=("inspect", "jsonl", "parquet"))
+    export.add_argument("--sweep", default=None, help="sweep id; default: the most recently started sweep")
+    export.add_argument("--model", default=None, help="only this model (its name in the sweep config)")
+    export.add_argument("--scenario", default=None, help="only this scenario id, e.g. email_ops:1.0.0")
+    export.add_argument("--db", default=None, help="catalog to read; default: data/eval.duckdb")
+    export.add_argument(
+        "--out",
+        required=True,
+        help="a directory for inspect (one log per model x scenario) and parquet, a file for jsonl",
+    )
+    export.add_argument(
+        "--include-errors",
+        action="store_true",
+        help="jsonl: also write errored and unverified rollouts (reward null); by default only passes and fails",
+    )
+    export.set_defaults(func=cmd_export)
+    importer = sub.add_parser("import", help="import a SimLab task bundle (tasks/*.json, verifiers/*.py) as a scenario")
+    importer.add_argument("bundle", help="the bundle folder")
+    importer.add_argument("--scenario-id", default=None, help="default: <folder name>:1.0.0")
+    importer.add_argument("--scenarios-dir", default=None, help="default: data/scenarios")
+    importer.add_argument("--overwrite", action="store_true", help="replace a scenario of the same id")
+    importer.set_defaults(func=cmd_import)
     generate = sub.add_parser(
         "generate-tasks", help="generate a new scenario from a toolset (spec 000 task generation)"
     )

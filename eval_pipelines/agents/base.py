@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -31,3 +32,11 @@ class BaseAgent(ABC):
 
     @abstractmethod
     def run(self, instruction: str, environment: BaseEnvironment, context: RunArtifacts) -> Any: ...
+
+
+def construct_agent(agent_class: type[Any], available: dict[str, Any]) -> Any:
+    """An instance, given whichever of `available` its constructor names (all of them if it takes **kwargs)."""
+    parameters = inspect.signature(agent_class).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return agent_class(**available)
+    return agent_class(**{name: value for name, value in available.items() if name in parameters})

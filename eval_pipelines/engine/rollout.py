@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
+from eval_pipelines.agents.base import META_TERMINATION, BaseAgent, construct_agent
 from eval_pipelines.agents.loader import load_agent_class
+from eval_pipelines.agents.simlab_adapter import SimLabAgentAdapter
 from eval_pipelines.agents.text_tool_calls import flag_text_tool_call
 from eval_pipelines.agents.tool_calling import ToolCallingAgent
 from eval_pipelines.engine.clients import ChatClientPool
@@ -28,9 +29,11 @@ from eval_pipelines.llm.metering import UsageMeter, metering
 from eval_pipelines.schemas.artifacts import (
     META_CLIENT_CONTEXT,
     META_NPC_TRANSCRIPTS,
+    META_SIMLAB_SERVERS,
     META_STATE,
     META_STATE_DIFFS,
     META_TIMEOUT,
+    META_TOOL_SERVERS,
     META_USAGE,
     RunArtifacts,
 )
@@ -154,10 +157,11 @@ def default_agent_factory(spec: RolloutSpec, clients: ChatClientPool, stop: asyn
     if spec.agent_path is None:
         return ToolCallingAgent(**available)
     agent_class = load_agent_class(spec.agent_path)
-    parameters = inspect.signature(agent_class).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return agent_class(**available)
-    return agent_class(**{name: value for name, value in available.items() if name in parameters})
+    if issubclass(agent_class, SimLabAgentAdapter):
+        # A SimLab agent sees the servers under the names the task's bundle gave them.
+        available["server_names"] = spec.task.simlab_servers
+    agent: BaseAgent = construct_agent(agent_class, available)
+    return agent
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -259,6 +263,10 @@ class RolloutEngine:
             for server, tools in environment.http_tool_listings().items():
                 self._tool_listings.setdefault(self._base_url(spec, server), tools)
             snapshot_error = await self._capture_state(spec, environment, workspaces, initial, artifacts)
+            # Verifiers run before teardown, so one that queries a server live (SimLab's do) finds it here.
+            artifacts.metadata[META_TOOL_SERVERS] = dict(workspaces)
+            if spec.task.simlab_servers:
+                artifacts.metadata[META_SIMLAB_SERVERS] = dict(spec.task.simlab_servers)
             if snapshot_error is not None and ending.error_class is None:
                 # Verifiers read the final state; without it a "fail" would be a wrong number, not a result.
                 artifacts.set_error(snapshot_error)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import re
@@ -19,6 +20,7 @@ from eval_pipelines.clients.backend import EvaluationBackend, ProgressCallback
 from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.inputs.sweeps import ConfigError, model_config_for, run_name
 from eval_pipelines.llm.client import ChatClient
+from eval_pipelines.pipeline.restored_servers import RestoredServers
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import Rollout, RunLaunchRequest, error_class_of
@@ -290,18 +292,24 @@ def verify_partition(
     verified = passed = skipped = verifier_errors = 0
     rows: list[dict[str, Any]] = []
     jobs: list[VerifyJob] = []
-    for row in stored:
-        path = row["artifacts_path"]
-        task = tasks.get(row["task_id"])
-        if not path or task is None or not Path(path).is_file():
-            skipped += 1
-            continue
-        rows.append(row)
-        jobs.append(VerifyJob(Path(path), tuple(task.verifiers)))
-    # Verifier code is untrusted (a scenario author's, a bundle's): it runs in a contained worker, where a hang,
-    # an exit or a memory blow-up costs one verdict, never this step.
-    with IsolatedVerifierRunner(scenario.verifiers_dir, timeout_seconds=VERIFIER_TIMEOUT_SECONDS) as runner:
-        results = runner.run(jobs) if jobs else []
+    with contextlib.ExitStack() as held:
+        restored: RestoredServers | None = None
+        for row in stored:
+            path = row["artifacts_path"]
+            task = tasks.get(row["task_id"])
+            if not path or task is None or not Path(path).is_file():
+                skipped += 1
+                continue
+            rows.append(row)
+            job = VerifyJob(Path(path), tuple(task.verifiers))
+            if task.simlab_servers:  # SimLab verifiers may query the servers: bring the final state back
+                restored = restored or held.enter_context(RestoredServers())
+                job = restored.prepare(job)
+            jobs.append(job)
+        # Verifier code is untrusted (a scenario author's, a bundle's): it runs in a contained worker, where a
+        # hang, an exit or a memory blow-up costs one verdict, never this step.
+        with IsolatedVerifierRunner(scenario.verifiers_dir, timeout_seconds=VERIFIER_TIMEOUT_SECONDS) as runner:
+            results = runner.run(jobs) if jobs else []
     for row, outcomes in zip(rows, results, strict=True):
         verified += 1
         passed += int(bool(outcomes) and all(o.success for o in outcomes))

@@ -22,6 +22,10 @@ META_TIMEOUT = "timeout"
 META_CLIENT_CONTEXT = "client_context"
 META_LOGPROBS = "logprobs"
 META_NPC_TRANSCRIPTS = "npc_transcripts"
+#: {tool_server: workspace URL} of the rollout: where a verifier may query a server before teardown
+META_TOOL_SERVERS = "tool_servers"
+#: {tool_server: SimLab name} when the task's verifiers are SimLab's (see `Task.simlab_servers`)
+META_SIMLAB_SERVERS = "simlab_servers"
 #: True when the final answer is a tool call written as text (a template the endpoint did not parse).
 META_TEXT_TOOL_CALL = "final_answer_is_tool_call"
 

@@ -19,6 +19,23 @@ from eval_pipelines.schemas._base import WireModel
 VERIFIER_PACKAGE_ROOT = "collinear"
 VERIFIER_ENTRY_FUNC = "python_module"
 _IDENTIFIER_UNSAFE = re.compile(r"\W")
+#: SimLab tool-server and app names -> the built-in server that plays the same part.
+SIMLAB_SERVER_NAMES: dict[str, str] = {
+    "email": "email",
+    "email-env": "email",
+    "calendar": "calendar",
+    "calendar-env": "calendar",
+    "chronos-server": "calendar",
+    "rocketchat": "chat",
+    "rocketchat-env": "chat",
+    "chat": "chat",
+    "coding": "files",
+    "coding-env": "files",
+    "files": "files",
+    "records": "records",
+}
+#: The path under a workspace URL that answers `/step` in the hosted product's observation shape.
+HOSTED_STEP_PREFIX = "hosted"
 _HOSTED_MODULE = re.compile(r"^[A-Za-z_]\w*\.scenarios\.(?P<package>\w+)\.verifiers\.(?P<module>\w+)$")
 
 

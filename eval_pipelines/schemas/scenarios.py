@@ -99,6 +99,10 @@ class Task(WireModel):
     #: MCP servers the agent also gets: {name, url} or {name, command, args, env, secrets} (spec 001 naming rules).
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
 
+    #: built-in server -> the name a SimLab bundle gave it (`email` -> `email-env`). When set, the task's
+    #: verifiers are SimLab's and see SimLab's view of the artifacts (`verifiers/simlab_view.py`).
+    simlab_servers: dict[str, str] = Field(default_factory=dict)
+
     @field_validator("verifiers", mode="before")
     @classmethod
     def _module_names(cls, value: Any) -> Any:

@@ -111,6 +111,17 @@ class ToolServerAdmin:
         state = body.get("state")
         return f"{base}{path}", state if isinstance(state, dict) else None
 
+    async def restore_workspace(self, server_base_url: str, state: dict[str, Any]) -> str:
+        """A new workspace holding `state` (a snapshot's); return its tool_server_url."""
+        base = server_base_url.rstrip("/")
+        body = await self._request(
+            "POST", f"{base}/workspaces", "restore workspace", base, json={"state": state}, expected=(200, 201)
+        )
+        path = body.get("path") if isinstance(body, dict) else None
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise WorkspaceError(f"tool server {base}: restore workspace returned no workspace path", server_url=base)
+        return f"{base}{path}"
+
     async def seed(self, tool_server_url: str, seed: list[Any]) -> None:
         """Load more seed files into an existing workspace (merged with what it already holds)."""
         url = tool_server_url.rstrip("/")

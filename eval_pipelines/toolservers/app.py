@@ -38,6 +38,9 @@ _WORKSPACE_ID_RE = re.compile(WORKSPACE_ID_PATTERN)
 class CreateWorkspaceRequest(StrictModel):
     workspace_id: str | None = Field(default=None, pattern=WORKSPACE_ID_PATTERN)
     seed: list[Any] = Field(default_factory=list)
+    #: start from this state (a snapshot's `state`) instead of a seeded new one: re-verification brings a
+    #: finished rollout's final state back for verifiers that query the server
+    state: dict[str, Any] | None = None
 
 
 class SeedRequest(StrictModel):
@@ -70,12 +73,15 @@ class WorkspaceStore:
                 "delete finished workspaces and retry",
             )
 
-    def create(self, workspace_id: str | None, seed: list[Any]) -> Workspace:
+    def create(self, workspace_id: str | None, seed: list[Any], state: dict[str, Any] | None = None) -> Workspace:
         workspace_id = workspace_id or uuid.uuid4().hex
         if workspace_id in self.workspaces:
             raise HTTPException(status_code=409, detail=f"workspace '{workspace_id}' already exists")
+        if state is not None and seed:
+            raise HTTPException(status_code=400, detail="give either 'seed' or 'state', not both")
         self._ensure_capacity()
-        workspace = Workspace(workspace_id=workspace_id, state=self._seeded(self.server.new_state(), seed))
+        initial = copy.deepcopy(state) if state is not None else self._seeded(self.server.new_state(), seed)
+        workspace = Workspace(workspace_id=workspace_id, state=initial)
         self.workspaces[workspace_id] = workspace
         return workspace
 
@@ -260,7 +266,7 @@ async def snapshot_default(store: StoreDep) -> dict[str, Any]:
 @workspace_routes.post("", status_code=201)
 async def create_workspace(store: StoreDep, request: CreateWorkspaceRequest | None = None) -> JSONResponse:
     body = request or CreateWorkspaceRequest()
-    workspace = store.create(body.workspace_id, body.seed)
+    workspace = store.create(body.workspace_id, body.seed, body.state)
     # With the seeded state, a rollout's initial snapshot needs no request of its own.
     content = {"workspace_id": workspace.workspace_id, "path": f"/workspaces/{workspace.workspace_id}"}
     return JSONResponse(status_code=201, content={**content, "state": workspace.state})
@@ -312,6 +318,21 @@ async def workspace_tools(workspace_id: str, store: StoreDep) -> dict[str, Any]:
 @workspace_routes.post("/{workspace_id}/step")
 async def workspace_step(workspace_id: str, request: StepRequest, store: StoreDep) -> dict[str, Any]:
     return await store.astep(_workspace_or_404(store, workspace_id), request)
+
+
+@workspace_routes.get("/{workspace_id}/hosted/tools")
+async def workspace_tools_hosted(workspace_id: str, store: StoreDep) -> dict[str, Any]:
+    _workspace_or_404(store, workspace_id)
+    return _tool_listing(store)
+
+
+@workspace_routes.post("/{workspace_id}/hosted/step")
+async def workspace_step_hosted(workspace_id: str, request: StepRequest, store: StoreDep) -> dict[str, Any]:
+    """`/step` in the hosted product's shape (`{"observation": {"text", "is_error"}}`), which SimLab verifiers
+    read when they query a server after the run (`run_artifacts.server_url(...) + "/step"`)."""
+    answer = await store.astep(_workspace_or_404(store, workspace_id), request)
+    is_error = bool(answer.get("is_error", False))
+    return {"observation": {"text": answer.get("observation", ""), "is_error": is_error}, "is_error": is_error}
 
 
 @workspace_routes.get("/{workspace_id}/snapshot")

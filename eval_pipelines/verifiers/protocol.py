@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome, VerifierResult
+from eval_pipelines.verifiers.simlab_view import verifier_view
 
 VerifyFn = Callable[[Any], Any]
 
@@ -56,7 +57,7 @@ def run_verifier(
         error = f"Verifier error: module {module!r} defines no verify()"
     else:
         try:
-            raw = verify(artifacts)
+            raw = verify(verifier_view(artifacts))
             if is_verdict(raw):
                 result = normalise_result(raw)
             else:

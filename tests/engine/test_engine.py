@@ -173,7 +173,7 @@ async def test_custom_agents_are_loaded_and_constructed(serve: Any, tool_host: A
 
     broken = await _execute(replace(base, agent_path="tests.support.custom_agents:NotAnAgent"))
     assert broken.status == RolloutStatus.FAILED and broken.termination_reason == TerminationReason.AGENT_ERROR
-    assert "not a subclass" in (broken.artifacts.error or "")
+    assert "neither a subclass" in (broken.artifacts.error or "")
 
 
 async def test_npc_secret_task_gets_its_npcs_from_the_task(serve: Any, tool_host: Any) -> None:

@@ -1,0 +1,109 @@
+"""A SimLab task bundle (`examples/simlab-bundle/`, written for this project in the format SimLab documents:
+tasks/*.json with `meta`, `task`, `tool_servers`, inline `seed_emails`, `npcs`, `verifiers: [{func, module}]`;
+verifiers/*.py without an `__init__.py`; npcs/profiles.json), imported as a scenario and run end to end with
+the simulated models.
+
+Its verifier is written the way SimLab's are: it reads tool messages as objects naming `tool_server` (by
+SimLab's name, `email-env`) and `tool_name`, and queries the live server through `run_artifacts.server_url`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eval_pipelines.clients.backend import EvaluationBackend
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
+from eval_pipelines.inputs.simlab_bundle import BundleImportError, import_bundle
+from eval_pipelines.pipeline.restored_servers import RestoredServers
+from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
+from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, VerifyJob
+
+SCENARIO_ID = "ops_bundle:1.0.0"
+AISHA = "aisha.okafor@example.com"
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "simlab-bundle"
+
+
+def write_bundle(root: Path) -> Path:
+    """A copy of the example bundle (its files are SimLab's documented format, written for this project)."""
+    return Path(shutil.copytree(EXAMPLE, root / "ops-bundle"))
+
+
+def test_import_maps_the_bundle_and_reports_what_has_no_place(tmp_path: Path) -> None:
+    report = import_bundle(write_bundle(tmp_path), tmp_path / "scenarios", SCENARIO_ID)
+    assert report.tasks == ["ask_projector"]
+    notes = report.notes["ask_projector"]
+    assert any(n.startswith("tool_servers[1].name 'sec-edgar'") for n in notes), notes
+    assert any(n.startswith("seed_emails[0].body_html") for n in notes) is False  # null html is nothing to drop
+    scenario = ScenarioCatalog(tmp_path / "scenarios").get("ops_bundle")
+    task = scenario.task("ask_projector")
+    assert (task.name, task.difficulty, task.category) == ("Ask Aisha about the projector", "easy", "communication")
+    assert [s.name for s in task.tool_servers] == ["email"] and task.simlab_servers == {"email": "email-env"}
+    assert task.verifiers == ["projector_mail"] and [p.email for p in task.npc_profiles] == [AISHA]
+    assert task.rubric is not None and task.rubric.title == "Projector question"
+    [mailbox] = scenario.seed_payload(task, "email")
+    assert mailbox["account"] == "agent@example.com"
+    assert [(e["from"], e["subject"]) for e in mailbox["emails"]] == [(AISHA, "Ops sync on Thursday")]
+    assert (scenario.verifiers_dir / "__init__.py").is_file()
+
+
+def test_a_bundle_without_a_task_id_is_refused_naming_the_file_and_field(tmp_path: Path) -> None:
+    bundle = write_bundle(tmp_path)
+    path = bundle / "tasks" / "ask_projector.json"
+    task = json.loads(path.read_text())
+    del task["meta"]["task_id"]
+    path.write_text(json.dumps(task))
+    with pytest.raises(BundleImportError, match=r"ask_projector\.json: meta\.task_id: required"):
+        import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID)
+    assert not (tmp_path / "scenarios" / "ops_bundle_1.0.0").exists()  # nothing half-written
+
+
+def _run(backend: EvaluationBackend, model: str) -> Any:
+    request = RunLaunchRequest.model_validate(
+        {
+            "scenario_id": SCENARIO_ID,
+            "task_ids": ["ask_projector"],
+            "model_config": {"model": model, "base_url": "sim://local", "api_key": "x"},
+            "run_name": f"bundle-{model}-{uuid.uuid4().hex[:8]}",
+        }
+    )
+    run_id = backend.launch_or_resume(request)
+    backend.complete_run(run_id, request, timeout_seconds=60)
+    [rollout] = backend.list_rollouts(run_id)
+    return run_id, rollout
+
+
+@pytest.mark.slow
+def test_the_imported_simlab_verifier_passes_the_reference_and_fails_an_idle_run(
+    tmp_path: Path, local_backend: Callable[..., EvaluationBackend]
+) -> None:
+    import_bundle(write_bundle(tmp_path), tmp_path / "scenarios", SCENARIO_ID)
+    backend = local_backend(tmp_path / "data", ScenarioCatalog(tmp_path / "scenarios"))
+    run_id, oracle = _run(backend, "sim-oracle")
+    assert oracle.status == RolloutStatus.COMPLETED and oracle.result is not None
+    [verdict] = oracle.result.verifiers
+    assert verdict.success, verdict.message
+    assert verdict.message == "Aisha was asked about the projector"
+    _, idle = _run(backend, "sim-noop")
+    assert idle.status == RolloutStatus.COMPLETED and idle.result is not None
+    [verdict] = idle.result.verifiers
+    assert not verdict.success and not verdict.is_error and verdict.message == "no send_email call on email-env"
+
+    # Re-verification (a verifier changed) runs long after the workspaces are gone: the final state is restored
+    # into a fresh workspace for the verifier to query, and without that the live query has nothing to ask.
+    artifacts = backend.artifacts_file(run_id, oracle.rollout_id)
+    assert artifacts is not None
+    job = VerifyJob(artifacts, ("projector_mail",))
+    verifiers_dir = ScenarioCatalog(tmp_path / "scenarios").get(SCENARIO_ID).verifiers_dir
+    with RestoredServers() as restored, IsolatedVerifierRunner(verifiers_dir) as runner:
+        [[again]] = runner.run([restored.prepare(job)])
+        [[stale]] = runner.run([job])
+    assert again.success and again.message == "Aisha was asked about the projector"
+    assert stale.is_error and not stale.success

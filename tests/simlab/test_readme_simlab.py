@@ -1,0 +1,50 @@
+"""The README's "Bring a SimLab bundle" commands, run as written in a directory shaped like a clone (its own
+data and scenarios directories, so the repository's are not touched)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def readme_block(marker: str) -> str:
+    match = re.search(rf"<!-- readme:{marker} -->\n```\w+\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert match is not None, f"README has no block marked readme:{marker}"
+    return match.group(1)
+
+
+def test_the_bundle_walkthrough_imports_and_sweeps(tmp_path: Path) -> None:
+    for name in (".venv", "examples"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    env = {
+        **os.environ,
+        "EVAL_PIPELINES_DATA_DIR": str(tmp_path / "data"),
+        "EVAL_PIPELINES_SCENARIOS_DIR": str(tmp_path / "scenarios"),
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", readme_block("simlab-bundle")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "scenario ops_bundle:1.0.0: 1 task(s)" in out
+    assert "tool_servers[1].name 'sec-edgar'" in out  # reported, not dropped silently
+    # the table's rows: scenario | model | tasks | n | passes | ...
+    rows = {cells[2].split()[0]: cells for line in out.splitlines() if len(cells := re.split(r"\s*[│|]\s*", line)) > 6}
+    passes = {model: rows[model][5] for model in ("sim-oracle", "sim-noop", "simlab-agent")}
+    assert passes == {"sim-oracle": "1", "sim-noop": "0", "simlab-agent": "1"}, out
