@@ -107,3 +107,48 @@ def test_the_imported_simlab_verifier_passes_the_reference_and_fails_an_idle_run
         [[stale]] = runner.run([job])
     assert again.success and again.message == "Aisha was asked about the projector"
     assert stale.is_error and not stale.success
+
+
+def test_calendar_and_channel_seeds_become_seed_files_the_servers_load(tmp_path: Path) -> None:
+    from eval_pipelines.toolservers.calendar import CalendarServer
+    from eval_pipelines.toolservers.chat import ChatServer
+
+    bundle = write_bundle(tmp_path)
+    path = bundle / "tasks" / "ask_projector.json"
+    task = json.loads(path.read_text())
+    task["seed_calendar_events"] = [
+        {
+            "account": "agent@example.com",
+            "calendar_id": "default",
+            "summary": "Ops sync",
+            "description": "Room 4B",
+            "start": "2025-03-13T10:00:00Z",
+            "end": "2025-03-13T10:30:00Z",
+        },
+        {"summary": "no times"},
+    ]
+    task["seed_group_channels"] = [
+        {
+            "channel_name": "#Facilities",
+            "member_profile_ids": ["aisha_okafor"],
+            "messages": [{"from_profile_id": "aisha_okafor", "text": "The projector bulb was replaced."}],
+        }
+    ]
+    path.write_text(json.dumps(task))
+    report = import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID)
+    assert "seed_calendar_events[1]: needs summary, start and end; left out" in report.notes["ask_projector"]
+    scenario = ScenarioCatalog(tmp_path / "scenarios").get(SCENARIO_ID)
+    imported = scenario.task("ask_projector")
+    assert {s.name for s in imported.tool_servers} == {"email", "calendar", "chat"}
+
+    calendar = CalendarServer()
+    state = calendar.new_state()
+    calendar.seed(state, scenario.seed_payload(imported, "calendar"))
+    [event] = state["events"].values()
+    assert (event["title"], event["start"]) == ("Ops sync", "2025-03-13T10:00:00Z")
+
+    chat = ChatServer()
+    state = chat.new_state()
+    chat.seed(state, scenario.seed_payload(imported, "chat"))
+    texts = [m["text"] for m in state["messages"].values()]
+    assert texts == ["The projector bulb was replaced."]

@@ -1,8 +1,9 @@
-"""The README's "Bring a SimLab bundle" commands, run as written in a directory shaped like a clone (its own
-data and scenarios directories, so the repository's are not touched)."""
+"""The README's "Bring a SimLab bundle" and "Export results" commands, run as written in a directory shaped
+like a clone (its own data and scenarios directories, so the repository's are not touched)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -21,7 +22,7 @@ def readme_block(marker: str) -> str:
     return match.group(1)
 
 
-def test_the_bundle_walkthrough_imports_and_sweeps(tmp_path: Path) -> None:
+def test_the_bundle_walkthrough_imports_and_sweeps_and_the_export_commands_run(tmp_path: Path) -> None:
     for name in (".venv", "examples"):
         (tmp_path / name).symlink_to(ROOT / name)
     env = {
@@ -32,7 +33,7 @@ def test_the_bundle_walkthrough_imports_and_sweeps(tmp_path: Path) -> None:
         "COLUMNS": "200",
     }
     result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", readme_block("simlab-bundle")],
+        ["bash", "-euo", "pipefail", "-c", readme_block("simlab-bundle") + readme_block("export")],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -48,3 +49,9 @@ def test_the_bundle_walkthrough_imports_and_sweeps(tmp_path: Path) -> None:
     rows = {cells[2].split()[0]: cells for line in out.splitlines() if len(cells := re.split(r"\s*[│|]\s*", line)) > 6}
     passes = {model: rows[model][5] for model in ("sim-oracle", "sim-noop", "simlab-agent")}
     assert passes == {"sim-oracle": "1", "sim-noop": "0", "simlab-agent": "1"}, out
+    # "Export results", run after that sweep: every format wrote what it says
+    exports = tmp_path / "exports"
+    lines = (exports / "rollouts.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and {json.loads(line)["model_name"] for line in lines} == set(passes)
+    assert len(list((exports / "inspect").glob("*.json"))) == 3
+    assert (exports / "parquet" / "rollouts.parquet").is_file()

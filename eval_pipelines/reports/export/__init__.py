@@ -1,0 +1,99 @@
+"""`eval-pipelines export`: a sweep's results in the formats other tools read.
+
+- `inspect`: Inspect AI eval logs (JSON, log format version 2), one per model x scenario, for `inspect view` and
+  `inspect_ai.log.read_eval_log`. Written here from the log schema, so inspect_ai is not a dependency.
+- `jsonl`: one rollout per line in OpenAI chat-messages form with its reward, for SFT and RL loaders.
+- `parquet`: the sweep's rows of every table, one Parquet file per table.
+
+Reads the DuckDB catalog only, and streams: rollouts are read per model x scenario in batches of `batch_size`, and
+each batch's messages, tool calls and retries are fetched for that batch alone, so a sweep of any size is exported
+in bounded memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eval_pipelines.inputs.paths import scenarios_dir
+from eval_pipelines.reports.data import open_catalog, resolve_sweep
+from eval_pipelines.reports.export.inspect_log import (
+    INSPECT_LOG_VERSION,
+    SCORER,
+    SIMULATED_PROVIDER,
+    export_inspect,
+    inspect_header,
+    inspect_log_name,
+    inspect_model,
+    inspect_sample,
+)
+from eval_pipelines.reports.export.jsonl import export_jsonl, jsonl_line
+from eval_pipelines.reports.export.messages import CallRequest, inspect_messages, openai_messages
+from eval_pipelines.reports.export.output import ExportError, ExportSummary
+from eval_pipelines.reports.export.parquet import PARQUET_TABLES, export_parquet
+from eval_pipelines.reports.export.reader import DEFAULT_BATCH_SIZE, Group, RolloutRecord, SweepReader, select_groups
+from eval_pipelines.reports.export.tools import TaskTools
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "FORMATS",
+    "INSPECT_LOG_VERSION",
+    "PARQUET_TABLES",
+    "SCORER",
+    "SIMULATED_PROVIDER",
+    "CallRequest",
+    "ExportError",
+    "ExportSummary",
+    "Group",
+    "RolloutRecord",
+    "SweepReader",
+    "TaskTools",
+    "export_results",
+    "inspect_header",
+    "inspect_log_name",
+    "inspect_messages",
+    "inspect_model",
+    "inspect_sample",
+    "jsonl_line",
+    "openai_messages",
+]
+
+FORMATS = ("inspect", "jsonl", "parquet")
+
+
+def export_results(
+    db: Path,
+    out: Path,
+    fmt: str,
+    *,
+    sweep_id: str | None = None,
+    model_name: str | None = None,
+    scenario_id: str | None = None,
+    include_errors: bool = False,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    scenarios_root: Path | None = None,
+) -> ExportSummary:
+    """Export one sweep (default: the most recently started), narrowed to a model and/or a scenario.
+
+    `out` is a directory for inspect and parquet, a file for jsonl. `include_errors` (jsonl only) also writes
+    errored and not yet verified rollouts, with reward null; the inspect logs always hold them, as samples with
+    `error` set and as unscored samples.
+    """
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    con = open_catalog(db)
+    try:
+        # Timestamps come back in UTC, whatever the machine's zone: every log and line states them so.
+        con.execute("set TimeZone = 'UTC'")
+        sweep = resolve_sweep(con, sweep_id)
+        groups = select_groups(con, sweep, model_name, scenario_id)
+        if fmt == "parquet":
+            return export_parquet(con, sweep, model_name, scenario_id, Path(out))
+        if fmt == "inspect":
+            return export_inspect(SweepReader(con, sweep, batch_size), groups, Path(out))
+        reader = SweepReader(con, sweep, batch_size, tool_results=False)
+        tools = TaskTools(scenarios_root or scenarios_dir())
+        return export_jsonl(reader, groups, Path(out), tools, include_errors)
+    finally:
+        con.close()
