@@ -73,6 +73,11 @@ def test_partition_writes_rows_and_rerun_resumes(setup: tuple[dg.DagsterInstance
 
     materialisation = result.asset_materializations_for_node("rollouts")[0]
     assert materialisation.metadata["rollouts"].value == 4
+    # Dagster's standard table keys: the Catalog's row count for this materialisation
+    assert materialisation.metadata["dagster/row_count"].value == 4
+    assert materialisation.metadata["dagster/table_name"].value == "eval.main.rollouts"
+    verification = result.asset_materializations_for_node("verification")[0]
+    assert verification.metadata["dagster/row_count"].value == verified.num_rows
 
     # A re-run of the same partition resumes the run: no new rollouts, no duplicate rows.
     assert _materialise(instance, resources, "sim-oracle").success
@@ -128,3 +133,24 @@ def test_a_partition_launches_its_run_once_and_stores_each_artifact_once(
     for row in rows:
         copies = [p for p in data.rglob(f"{row['rollout_id']}.json") if p.is_file()]
         assert copies == [Path(row["artifacts_path"])], copies
+
+
+def test_table_assets_declare_their_columns_with_the_standard_keys() -> None:
+    """The Catalog's Columns view fills in from the definitions, before anything ran: every registered column of
+    the table, with its doc, and the Hive partition columns."""
+    from eval_pipelines.warehouse.tables import table_spec
+
+    graph = defs.resolve_asset_graph()
+    for asset, table in (
+        ("rollouts", "rollouts"),
+        ("verification", "verifications"),
+        ("judgements", "judgements"),
+        ("synthetic_rows", "synthetic_rows"),
+    ):
+        metadata = graph.get(dg.AssetKey(asset)).metadata
+        schema = metadata["dagster/column_schema"]
+        spec = table_spec(table)
+        columns = {column.name: column for column in schema.columns}
+        assert set(columns) == {c.name for c in spec.columns} | set(spec.partition_by), asset
+        assert all(columns[c.name].description == c.doc for c in spec.columns), asset
+        assert metadata["dagster/table_name"] == f"eval.main.{table}"

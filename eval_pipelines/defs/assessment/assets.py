@@ -7,6 +7,7 @@ import dagster as dg
 from eval_pipelines.defs.evals.assets import LLM_POOL, SWEEP_ID_TAG
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, SCENARIOS, keys_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths
+from eval_pipelines.defs.table_metadata import table_definition, table_rows
 from eval_pipelines.pipeline.assessment import (
     AssessedPartition,
     assessment_dataset_step,
@@ -51,6 +52,7 @@ def assessment_dataset(
     group_name=GROUP,
     deps=[assessment_dataset],
     kinds={"parquet"},
+    metadata=table_definition("judgements"),
     pool=LLM_POOL,
     automation_condition=dg.AutomationCondition.eager(),
     description="Scores every uploaded row with a quality judge and a safety judge (higher = more concerning) "
@@ -65,6 +67,7 @@ def judgements(
     return dg.MaterializeResult(
         metadata={
             "rows": summary.table.num_rows,
+            **table_rows("judgements", summary.table.num_rows),
             **{f"mean_score/{kind}": round(score, 3) for kind, score in summary.mean_scores.items()},
         }
     )
@@ -74,6 +77,7 @@ def judgements(
     partitions_def=SCENARIOS,
     group_name=GROUP,
     kinds={"parquet"},
+    metadata=table_definition("synthetic_rows"),
     pool=LLM_POOL,
     description="Expands the scenario's seed examples into synthetic rows (synthetic-data generation).",
 )
@@ -82,7 +86,9 @@ def synthetic_rows(
 ) -> dg.MaterializeResult:
     scenario = paths.catalog().get(context.partition_key)
     rows = synthetic_rows_step(assessment_platform.target(), Warehouse(paths.warehouse), scenario)
-    return dg.MaterializeResult(metadata={"rows": rows, "scenario_id": scenario.scenario_id})
+    return dg.MaterializeResult(
+        metadata={"rows": rows, "scenario_id": scenario.scenario_id, **table_rows("synthetic_rows", rows)}
+    )
 
 
 ASSESSMENT_ASSETS = [assessment_dataset, judgements, synthetic_rows]

@@ -13,6 +13,7 @@ import dagster as dg
 from eval_pipelines.clients.errors import BadRequest, ServiceError
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
+from eval_pipelines.defs.table_metadata import table_definition, table_rows
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.inputs.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.pipeline.health import partition_error_share
@@ -169,6 +170,7 @@ def eval_run(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
     group_name=GROUP,
     deps=[eval_run],
     kinds={"parquet"},
+    metadata=table_definition("rollouts"),
     pool=LLM_POOL,
     retry_policy=LLM_STEP_RETRY,
     automation_condition=dg.AutomationCondition.on_missing(),
@@ -215,6 +217,7 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
             **{f"errors/{k}": v for k, v in sorted(summary.by_error_class.items())},
             **{f"status/{k}": v for k, v in sorted(summary.by_status.items())},
             **{f"rows/{k}": v for k, v in summary.rows_written.items()},
+            **table_rows("rollouts", summary.rows_written.get("rollouts", 0)),
             "preview": dg.MetadataValue.md(markdown_table(summary.preview)),
         }
     )
@@ -242,6 +245,7 @@ def build_verification_asset(code_version: str) -> dg.AssetsDefinition:
         group_name=GROUP,
         deps=[rollouts],
         kinds={"parquet"},
+        metadata=table_definition("verifications"),
         code_version=code_version,
         automation_condition=REVERIFY_CONDITION,
         description="Runs the scenario's verifiers over every stored rollout of the partition (no agent re-run); "
@@ -268,6 +272,7 @@ def build_verification_asset(code_version: str) -> dg.AssetsDefinition:
                 "verifier_errors": summary.verifier_errors,
                 "skipped": summary.skipped,
                 "rows": summary.rows_written,
+                **table_rows("verifications", summary.rows_written),
             }
         )
 
