@@ -36,6 +36,7 @@ validate: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/reverify.py
 	$(VENV)/bin/python benchmarks/warehouse_scale.py
+	$(VENV)/bin/python benchmarks/viewer_scale.py
 
 clean:
 	rm -rf data/warehouse data/eval.duckdb data/dagster data/service data/artifacts data/assessment data/platform data/locks

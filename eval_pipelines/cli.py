@@ -32,6 +32,8 @@ from eval_pipelines.inputs.sweeps import (
 )
 from eval_pipelines.lib.confine import make_undumpable
 from eval_pipelines.lib.sweep_control import SweepLock, SweepLocked, SweepStop
+from eval_pipelines.reports.viewer.links import DEFAULT_HOST as VIEWER_HOST
+from eval_pipelines.reports.viewer.links import DEFAULT_PORT as VIEWER_PORT
 from eval_pipelines.schemas.sweep import SweepConfig
 
 if TYPE_CHECKING:  # the CLI imports Dagster (through the runner) only when a sweep runs
@@ -291,6 +293,7 @@ def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_id: str) -> None:
     from rich.table import Table
 
     from eval_pipelines.reports import model_label
+    from eval_pipelines.reports.viewer.links import rollouts_link
 
     table = Table(title=f"Pass rates: sweep {sweep_id}", caption="errors: rollouts that say nothing about the model")
     columns = ("scenario", "model", "tasks", "n", "passes", "pass rate", "95% CI", "errors", "variance", "std")
@@ -313,7 +316,11 @@ def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_id: str) -> None:
             _rate(row["variance"]),
             _rate(row["std"]),
         )
-    Console(width=150).print(table)
+    console = Console(width=150)
+    console.print(table)
+    if rows:
+        # rich would wrap a long URL mid-way; a terminal links it whole
+        print(f"every rollout, with transcripts and state diffs: eval-pipelines view, then {rollouts_link(sweep_id)}")
 
 
 def _rate(value: float | None) -> str:
@@ -362,6 +369,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"sweep {summary.sweep_id}: {summary.rollouts} rollouts exported as {summary.format}{left_out}")
     for path in summary.files:
         print(f"  {path}")
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """Serve the results viewer in the foreground until Ctrl-C."""
+    from eval_pipelines.reports import ReportError
+    from eval_pipelines.reports.viewer.app import serve
+
+    db = Path(args.db) if args.db else data_dir() / "eval.duckdb"
+    try:
+        serve(db, args.host, args.port, announce=lambda line: print(line, flush=True))
+    except ReportError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:  # the port is taken, or the host is not an address of this machine
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {exc}") from None
     return 0
 
 
@@ -505,6 +527,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="jsonl: also write errored and unverified rollouts (reward null); by default only passes and fails",
     )
     export.set_defaults(func=cmd_export)
+    view = sub.add_parser(
+        "view", help="serve a web viewer of the results: pass-rate matrix, every rollout, two models side by side"
+    )
+    view.add_argument("--port", type=int, default=VIEWER_PORT)
+    view.add_argument("--host", default=VIEWER_HOST, help="address to listen on; the default is this machine only")
+    view.add_argument("--db", default=None, help="catalog to read; default: data/eval.duckdb")
+    view.set_defaults(func=cmd_view)
     importer = sub.add_parser("import", help="import a SimLab task bundle (tasks/*.json, verifiers/*.py) as a scenario")
     importer.add_argument("bundle", help="the bundle folder")
     importer.add_argument("--scenario-id", default=None, help="default: <folder name>:1.0.0")

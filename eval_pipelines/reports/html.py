@@ -12,6 +12,7 @@ from typing import Any
 
 from eval_pipelines.pipeline.summary import markdown_table
 from eval_pipelines.reports.data import ReportData, model_label
+from eval_pipelines.reports.viewer.links import rollouts_link
 from eval_pipelines.warehouse.metrics import METHODS
 
 #: pass^k columns shown in the report's table; the chart has every k.
@@ -54,15 +55,27 @@ def _usd(value: Any) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int) -> str:
-    """An HTML table; the first `text_columns` columns are left-aligned text, the rest numbers."""
+def _table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    text_columns: int,
+    links: Sequence[str] | None = None,
+) -> str:
+    """An HTML table; the first `text_columns` columns are left-aligned text, the rest numbers. `links`, one per
+    row, add a last column linking each row's rollouts in the viewer."""
 
     def cell(tag: str, index: int, value: str) -> str:
         css = ' class="text"' if index < text_columns else ""
         return f"<{tag}{css}>{html.escape(value)}</{tag}>"
 
-    head = "".join(cell("th", i, h) for i, h in enumerate(headers))
-    body = "\n".join("<tr>" + "".join(cell("td", i, v) for i, v in enumerate(r)) + "</tr>" for r in rows)
+    def link(url: str) -> str:
+        return f'<td class="text"><a href="{html.escape(url)}">rollouts</a></td>'
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(headers)) + ("<th>viewer</th>" if links else "")
+    body = "\n".join(
+        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(r)) + (link(links[index]) if links else "") + "</tr>"
+        for index, r in enumerate(rows)
+    )
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
 
 
@@ -215,7 +228,16 @@ def render_report_html(data: ReportData, charts: Mapping[str, bytes], *, source:
             "Solid whiskers: t-interval from the task-clustered standard error; dashed: task bootstrap. Clipped "
             "to [0, 1] for display; the table has the exact bounds.",
         ),
-        _table(_GROUP_HEADERS, _group_rows(data), text_columns=2),
+        _table(
+            _GROUP_HEADERS,
+            _group_rows(data),
+            text_columns=2,
+            links=[
+                rollouts_link(data.sweep_id, model=row["model_name"], scenario=row["scenario_id"])
+                for row in data.groups
+            ],
+        ),
+        '<p class="meta">The viewer links answer while <code>eval-pipelines view</code> runs.</p>',
         "<h2>Per model, over all scenarios</h2>",
         _table(
             ("model", "scenarios", "tasks", "scored", "pass rate", "95% CI (t)", "95% CI (bootstrap)", "cost (USD)"),

@@ -76,6 +76,9 @@ def test_partition_writes_rows_and_rerun_resumes(setup: tuple[dg.DagsterInstance
     # Dagster's standard table keys: the Catalog's row count for this materialisation
     assert materialisation.metadata["dagster/row_count"].value == 4
     assert materialisation.metadata["dagster/table_name"].value == "eval.main.rollouts"
+    # a deep link into the viewer's rollout list of this partition
+    viewer = materialisation.metadata["viewer"].value
+    assert viewer == "http://127.0.0.1:8765/rollouts?sweep=tiny-test&model=sim-oracle&scenario=email_ops%3A1.0.0"
     verification = result.asset_materializations_for_node("verification")[0]
     assert verification.metadata["dagster/row_count"].value == verified.num_rows
 

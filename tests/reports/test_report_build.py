@@ -41,9 +41,12 @@ def test_report_writes_html_and_pngs_for_the_latest_sweep(report_catalog: Path, 
         assert png.startswith(PNG_SIGNATURE) and len(png) > 5000
         # The page embeds exactly the bytes of the PNG beside it.
         assert base64.b64encode(png).decode("ascii") in embedded
-    # Self-contained: nothing to fetch, nothing to run.
-    for pattern in (r"\bsrc=\"(?!data:)", r"\bhref=", r"<script", r"<link", r"url\(", r"@import"):
+    # Self-contained: nothing to fetch, nothing to run. The only links are to the viewer, one per row.
+    for pattern in (r"\bsrc=\"(?!data:)", r"<script", r"<link", r"url\(", r"@import"):
         assert not re.search(pattern, page), pattern
+    links = re.findall(r'<a href="([^"]*)">', page)
+    assert links and all(link.startswith("http://127.0.0.1:8765/rollouts?sweep=") for link in links), links
+    assert len(links) == page.count('<a href="') and len(links) == len(load_report_data(report_catalog).groups)
     assert f"sweep <code>{NEW_SWEEP}</code>" in page
     assert "sim-oracle (simulated)" in page and "sim-noop (simulated)" in page
     assert "gpt-real (simulated)" not in page and "gpt-real" in page

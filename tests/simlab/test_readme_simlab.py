@@ -49,6 +49,10 @@ def test_the_bundle_walkthrough_imports_and_sweeps_and_the_export_commands_run(t
     rows = {cells[2].split()[0]: cells for line in out.splitlines() if len(cells := re.split(r"\s*[│|]\s*", line)) > 6}
     passes = {model: rows[model][5] for model in ("sim-oracle", "sim-noop", "simlab-agent")}
     assert passes == {"sim-oracle": "1", "sim-noop": "0", "simlab-agent": "1"}, out
+    # the table's footer links the sweep's rollouts in the viewer
+    assert re.search(r"eval-pipelines view, then http://127\.0\.0\.1:8765/rollouts\?sweep=simlab-bundle-\d{8}", out), (
+        out
+    )
     # "Export results", run after that sweep: every format wrote what it says
     exports = tmp_path / "exports"
     lines = (exports / "rollouts.jsonl").read_text().splitlines()

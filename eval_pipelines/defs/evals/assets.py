@@ -29,6 +29,7 @@ from eval_pipelines.pipeline.steps import (
 )
 from eval_pipelines.pipeline.summary import markdown_table
 from eval_pipelines.reports import pass_rate_summary
+from eval_pipelines.reports.viewer.links import rollouts_link
 from eval_pipelines.runtime.local import shared_runtime
 from eval_pipelines.schemas.runs import RunLaunchRequest
 from eval_pipelines.schemas.sweep import DEFAULT_ERROR_THRESHOLD, SweepConfig
@@ -219,6 +220,10 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
             **{f"rows/{k}": v for k, v in summary.rows_written.items()},
             **table_rows("rollouts", summary.rows_written.get("rollouts", 0)),
             "preview": dg.MetadataValue.md(markdown_table(summary.preview)),
+            # `eval-pipelines view` must be running for the link to answer
+            "viewer": dg.MetadataValue.url(
+                rollouts_link(work.ctx.sweep_id, model=work.ctx.model_name, scenario=work.request.scenario_id)
+            ),
         }
     )
 

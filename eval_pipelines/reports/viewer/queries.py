@@ -1,0 +1,558 @@
+"""Every query the viewer runs, against one read-only snapshot of the catalog.
+
+The catalog file is attached read-only to an in-memory DuckDB, not opened with `duckdb.connect(path)`: DuckDB
+caches a database per path while any connection to it is open, so a long-lived server that connected by path
+would keep reading the views of a catalog that `build_catalog` has since swapped out. An attachment has no such
+cache, so when the file changes (a new inode after the swap) the next request attaches the new file and the old
+snapshot is dropped once the requests still reading it finish.
+
+Per snapshot the rollouts are indexed once into an in-memory table (`rollout_index`: one row per rollout with its
+outcome from `rollout_scores` and its malformed-output flags, numbered in the list's order). The rollout list
+filters and pages that table with LIMIT/OFFSET, which stays in milliseconds at 100,000 rollouts, where paging
+`rollout_scores` itself would rank every verdict of the warehouse again for each page. The matrix reads the metric
+views, computed from the catalog's `task_totals` snapshot, so it is cached per snapshot too. A rollout page reads
+the live table views, narrowed by the rollout's Hive keys so that DuckDB opens only its partition's files.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from eval_pipelines.reports.data import ReportError, latest_sweep, model_label, open_catalog, resolve_sweep
+from eval_pipelines.reports.export.reader import RolloutRecord
+from eval_pipelines.reports.viewer.detail import (
+    RolloutDetail,
+    npc_transcripts,
+    rubric_verdicts,
+    status_events,
+    transcript,
+)
+from eval_pipelines.schemas.runs import ErrorClass
+
+OUTCOMES = ("passed", "failed", "error", "unscored")
+ERROR_CLASSES = tuple(e.value for e in ErrorClass)
+#: malformed: either of the two below. text_tool_call: the final answer is a tool call written as text (the
+#: endpoint did not parse it); bad_arguments: a call's arguments were not a JSON object (the tool was not called).
+FLAGS = ("malformed", "text_tool_call", "bad_arguments")
+DEFAULT_PER_PAGE = 50
+MAX_PER_PAGE = 200
+
+#: The attachment's name: every catalog view is read as `cat.<view>` by a cursor that did `use cat`.
+_CATALOG = "cat"
+_MEMORY = "memory"
+
+
+class NotFound(LookupError):
+    """An unknown rollout, sweep, task or model: the page is a 404."""
+
+
+class BadRequest(ValueError):
+    """A filter or paging value the viewer does not know: the page is a 400."""
+
+
+def param(params: Mapping[str, str], name: str) -> str | None:
+    # An empty form field ("any") and a missing one mean the same: no filter.
+    value = params.get(name, "").strip()
+    return value or None
+
+
+def positive_int_param(params: Mapping[str, str], name: str, default: int, maximum: int | None = None) -> int:
+    raw = param(params, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a whole number, got {raw!r}") from None
+    if value < 1 or (maximum is not None and value > maximum):
+        bound = f" and at most {maximum}" if maximum is not None else ""
+        raise BadRequest(f"{name} must be at least 1{bound}, got {value}")
+    return value
+
+
+def _choice(params: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str | None:
+    value = param(params, name)
+    if value is not None and value not in allowed:
+        raise BadRequest(f"unknown {name} {value!r}; choose one of {list(allowed)}")
+    return value
+
+
+@dataclass(frozen=True)
+class RolloutFilter:
+    """What the rollout list is narrowed to. `sweep_id` None: the most recently started sweep."""
+
+    sweep_id: str | None = None
+    model: str | None = None
+    scenario: str | None = None
+    task: str | None = None
+    outcome: str | None = None
+    error_class: str | None = None
+    flag: str | None = None
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> RolloutFilter:
+        error_class = _choice(params, "error_class", ERROR_CLASSES)
+        outcome = _choice(params, "outcome", OUTCOMES)
+        if error_class is not None and outcome not in (None, "error"):
+            raise BadRequest(f"error_class {error_class!r} is the class of an error: outcome must be error or any")
+        return cls(
+            sweep_id=param(params, "sweep"),
+            model=param(params, "model"),
+            scenario=param(params, "scenario"),
+            task=param(params, "task"),
+            # An error class alone means the errors of that class.
+            outcome="error" if error_class is not None else outcome,
+            error_class=error_class,
+            flag=_choice(params, "flag", FLAGS),
+        )
+
+    def query(self, sweep_id: str) -> dict[str, str]:
+        """The filter as URL parameters (for links that keep it), with the sweep it resolved to."""
+        values = {
+            "sweep": sweep_id,
+            "model": self.model,
+            "scenario": self.scenario,
+            "task": self.task,
+            "outcome": None if self.error_class else self.outcome,
+            "error_class": self.error_class,
+            "flag": self.flag,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class RolloutPage:
+    sweep_id: str
+    filter: RolloutFilter
+    rows: list[dict[str, Any]]
+    total: int
+    page: int
+    per_page: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+    @property
+    def first_row(self) -> int:
+        return (self.page - 1) * self.per_page + 1 if self.rows else 0
+
+
+@dataclass(frozen=True)
+class Facets:
+    """What the list's filter form offers for one sweep."""
+
+    models: list[tuple[str, str]]  # (model_name, label)
+    scenarios: list[str]
+    tasks: list[str]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One sweep's model x scenario pass rates (scenario_model_metrics), each model's overall row
+    (model_metrics), and per cell the malformed-output count and per model the error classes."""
+
+    sweep_id: str
+    scenarios: list[str]
+    #: (model_name, label, is_simulated), by name
+    models: list[tuple[str, str, bool]]
+    cells: dict[tuple[str, str], dict[str, Any]]
+    overall: dict[str, dict[str, Any]]
+    error_classes: dict[str, list[tuple[str, int]]]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    sweep_id: str
+    task_id: str
+    scenario_id: str | None
+    #: scenarios of the sweep that have this task; several mean the page asks which one
+    scenarios: list[str]
+    #: (model_name, label) of the models that ran the task in that scenario
+    models: list[tuple[str, str]]
+    #: the two compared models, when chosen: each with its task metrics, rollouts and one rollout's detail
+    sides: list[dict[str, Any]] = field(default_factory=list)
+
+
+_INDEX_SQL = """
+create table {memory}.main.rollout_index as
+with bad as (
+    select rollout_id, count(*) as bad_arguments
+    from tool_calls
+    where {bad_arguments}
+    group by rollout_id
+)
+select
+    row_number() over (
+        order by s.sweep_id, s.model_name, s.scenario_id, s.task_id, s.rollout_index, s.rollout_id
+    ) as position,
+    s.sweep_id, s.rollout_id, s.run_id, s.model_name, s.model, s.scenario, s.scenario_id, s.task_id,
+    s.rollout_index, s.is_simulated, s.status, s.outcome, s.error_class, s.reward, s.n_verifiers,
+    s.passed_verifiers, s.total_tokens, s.cost_usd, s.duration_seconds,
+    coalesce({text_tool_call}, false) as text_tool_call,
+    coalesce(b.bad_arguments, 0) as bad_arguments,
+    r.created_at, r.attempts, r.termination_reason
+from rollout_scores as s
+join rollouts as r on r.rollout_id = s.rollout_id and r.model = s.model and r.scenario = s.scenario
+left join bad as b on b.rollout_id = s.rollout_id
+order by position
+"""
+
+_FILTER_SQL = f"""
+from {_MEMORY}.main.rollout_index
+where sweep_id = $sweep
+  and ($model is null or model_name = $model)
+  and ($scenario is null or scenario_id = $scenario)
+  and ($task is null or task_id = $task)
+  and ($outcome is null or outcome = $outcome or ($outcome = 'unscored' and outcome is null))
+  and ($error_class is null or error_class = $error_class)
+  and ($flag is null
+       or ($flag = 'text_tool_call' and text_tool_call)
+       or ($flag = 'bad_arguments' and bad_arguments > 0)
+       or ($flag = 'malformed' and (text_tool_call or bad_arguments > 0)))
+"""
+
+_SWEEPS_SQL = f"""
+select sweep_id, count(*) as rollouts, count(distinct model_name) as models,
+       count(distinct scenario_id) as scenarios, count(*) filter (where outcome = 'error') as errors,
+       count(*) filter (where text_tool_call or bad_arguments > 0) as malformed,
+       min(created_at) as started_at
+from {_MEMORY}.main.rollout_index
+group by sweep_id
+order by max(created_at) desc nulls last, sweep_id desc
+"""
+
+#: The rollout's rows of each table, narrowed by its Hive keys first so that only its partition's files are read.
+_BY_ROLLOUT = "model = $model and scenario = $scenario and rollout_id = $rollout_id"
+_DETAIL_SQL = {
+    "rollout": f"select * from rollouts where {_BY_ROLLOUT}",
+    "messages": f"select * from messages where {_BY_ROLLOUT} order by message_index",
+    "tool_calls": f"select * from tool_calls where {_BY_ROLLOUT} order by call_index",
+    "state_diffs": f"select * from state_diffs where {_BY_ROLLOUT} order by diff_index",
+    "verdicts": f"select * from verifications_latest where {_BY_ROLLOUT} order by kind, verifier",
+    "verdict_history": (
+        f"select * from verifications where {_BY_ROLLOUT} "
+        "order by kind, verifier, verified_at desc, verifier_version desc"
+    ),
+    "judgements": f"select * from judgements_latest where {_BY_ROLLOUT} order by judge_kind, judge",
+    "judgement_history": f"select * from judgements where {_BY_ROLLOUT} order by judge_kind, judged_at desc",
+    "attempts": f"select * from rollout_attempts where {_BY_ROLLOUT} order by attempt",
+}
+_TASK_SQL = """
+select task_id, name, category, difficulty, version, description, verifiers
+from tasks
+where scenario_id = $scenario_id and task_id = $task_id
+qualify row_number() over (partition by task_id order by version desc) = 1
+"""
+
+
+def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    names = [d[0] for d in cursor.description or []]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _identity(path: Path) -> tuple[int, int, int, int]:
+    """What changes when the catalog is rebuilt: `build_catalog` swaps in a new file (a new inode)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no catalog yet; run `eval-pipelines sweep` first") from None
+    return stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+class Snapshot:
+    """One attached catalog file, its rollout index, and what was computed from it."""
+
+    def __init__(self, path: Path, identity: tuple[int, int, int, int]) -> None:
+        self.identity = identity
+        self._con = duckdb.connect(":memory:")
+        try:
+            self._con.execute(f"attach {_quote(str(path))} as {_CATALOG} (read_only)")
+            with self.cursor() as cur:
+                cur.execute(_INDEX_SQL.format(memory=_MEMORY, **self._flag_columns(cur)))
+                self.sweeps = _dicts(cur.execute(_SWEEPS_SQL))
+                self.latest = latest_sweep(cur)
+        except duckdb.Error as exc:
+            self._con.close()
+            raise ReportError(f"{path}: cannot read the catalog: {exc}") from None
+        self._lock = threading.Lock()
+        self._matrices: dict[str, Matrix] = {}
+        self._facets: dict[str, Facets] = {}
+        self._resolved: dict[str, str] = {}
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of its own per request (a DuckDB connection is not shared between threads), reading the
+        catalog's views by their plain names."""
+        cur = self._con.cursor()
+        # DuckDB would draw a progress bar on the server's terminal for a slow query (the index of a big sweep).
+        cur.execute(f"use {_CATALOG}; set enable_progress_bar = false")
+        return cur
+
+    @staticmethod
+    def _flag_columns(cur: duckdb.DuckDBPyConnection) -> dict[str, str]:
+        # A warehouse written before the malformed-output columns existed has views without them: no flags then.
+        def columns(view: str) -> set[str]:
+            return {str(row[0]) for row in cur.execute(f"describe {view}").fetchall()}
+
+        return {
+            "text_tool_call": "r.final_answer_is_tool_call"
+            if "final_answer_is_tool_call" in columns("rollouts")
+            else "null",
+            "bad_arguments": "arguments_error is not null" if "arguments_error" in columns("tool_calls") else "false",
+        }
+
+    # --- sweeps -----------------------------------------------------------------------------------------------
+
+    def sweep(self, sweep_id: str | None) -> str:
+        """The sweep a page shows: the one asked for, or the most recently started (resolve_sweep's rule)."""
+        if sweep_id is None:
+            if self.latest is None:
+                raise NotFound("the catalog has no rollouts yet; run `eval-pipelines sweep` first")
+            return self.latest
+        if sweep_id not in self._resolved:
+            try:
+                with self.cursor() as cur:
+                    resolved = resolve_sweep(cur, sweep_id)
+            except ReportError as exc:
+                raise NotFound(str(exc)) from None
+            with self._lock:
+                self._resolved[sweep_id] = resolved
+        return self._resolved[sweep_id]
+
+    def matrix(self, sweep_id: str) -> Matrix:
+        if sweep_id not in self._matrices:
+            with self.cursor() as cur:
+                built = self._matrix(cur, sweep_id)
+            with self._lock:
+                self._matrices[sweep_id] = built
+        return self._matrices[sweep_id]
+
+    @staticmethod
+    def _matrix(cur: duckdb.DuckDBPyConnection, sweep_id: str) -> Matrix:
+        groups = _dicts(cur.execute("select * from scenario_model_metrics where sweep_id = ?", [sweep_id]))
+        overall = _dicts(cur.execute("select * from model_metrics where sweep_id = ?", [sweep_id]))
+        flagged = cur.execute(
+            f"select model_name, scenario_id, count(*) from {_MEMORY}.main.rollout_index "
+            "where sweep_id = ? and (text_tool_call or bad_arguments > 0) group by all",
+            [sweep_id],
+        ).fetchall()
+        classes = cur.execute(
+            f"select model_name, error_class, count(*) from {_MEMORY}.main.rollout_index "
+            "where sweep_id = ? and outcome = 'error' group by all order by model_name, count(*) desc, error_class",
+            [sweep_id],
+        ).fetchall()
+        malformed = {(str(m), str(s)): int(n) for m, s, n in flagged}
+        cells: dict[tuple[str, str], dict[str, Any]] = {}
+        simulated: dict[str, bool] = {}
+        for row in groups:
+            name = row["model_name"]
+            simulated[name] = simulated.get(name, False) or bool(row["is_simulated"])
+            cells[(name, row["scenario_id"])] = {**row, "malformed": malformed.get((name, row["scenario_id"]), 0)}
+        error_classes: dict[str, list[tuple[str, int]]] = {}
+        for name, error_class, count in classes:
+            # rollout_scores gives every error its class, so each links to the list of that class.
+            error_classes.setdefault(str(name), []).append((str(error_class), int(count)))
+        return Matrix(
+            sweep_id=sweep_id,
+            scenarios=sorted({row["scenario_id"] for row in groups}),
+            models=[(name, model_label(name, simulated[name]), simulated[name]) for name in sorted(simulated)],
+            cells=cells,
+            overall={row["model_name"]: row for row in overall},
+            error_classes=error_classes,
+        )
+
+    def facets(self, sweep_id: str) -> Facets:
+        if sweep_id not in self._facets:
+            with self.cursor() as cur:
+                models = cur.execute(
+                    f"select model_name, bool_or(is_simulated) from {_MEMORY}.main.rollout_index "
+                    "where sweep_id = ? group by model_name order by model_name",
+                    [sweep_id],
+                ).fetchall()
+                scenarios = cur.execute(
+                    f"select distinct scenario_id from {_MEMORY}.main.rollout_index where sweep_id = ? order by 1",
+                    [sweep_id],
+                ).fetchall()
+                tasks = cur.execute(
+                    f"select distinct task_id from {_MEMORY}.main.rollout_index where sweep_id = ? order by 1",
+                    [sweep_id],
+                ).fetchall()
+            built = Facets(
+                models=[(str(name), model_label(str(name), bool(sim))) for name, sim in models],
+                scenarios=[str(row[0]) for row in scenarios],
+                tasks=[str(row[0]) for row in tasks],
+            )
+            with self._lock:
+                self._facets[sweep_id] = built
+        return self._facets[sweep_id]
+
+    # --- the rollout list -------------------------------------------------------------------------------------
+
+    def rollouts(self, wanted: RolloutFilter, page: int, per_page: int) -> RolloutPage:
+        sweep_id = self.sweep(wanted.sweep_id)
+        params = {
+            "sweep": sweep_id,
+            "model": wanted.model,
+            "scenario": wanted.scenario,
+            "task": wanted.task,
+            "outcome": wanted.outcome,
+            "error_class": wanted.error_class,
+            "flag": wanted.flag,
+        }
+        with self.cursor() as cur:
+            counted = cur.execute(f"select count(*) {_FILTER_SQL}", params).fetchone()
+            total = int(counted[0]) if counted else 0
+            cur.execute(
+                f"select * {_FILTER_SQL} order by position limit $limit offset $offset",
+                {**params, "limit": per_page, "offset": (page - 1) * per_page},
+            )
+            rows = _dicts(cur)
+        for row in rows:
+            row["label"] = model_label(row["model_name"], row["is_simulated"])
+        return RolloutPage(sweep_id, wanted, rows, total, page, per_page)
+
+    # --- one rollout ------------------------------------------------------------------------------------------
+
+    def rollout(self, rollout_id: str) -> RolloutDetail:
+        with self.cursor() as cur:
+            cur.execute(f"select * from {_MEMORY}.main.rollout_index where rollout_id = ?", [rollout_id])
+            found = _dicts(cur)
+            if not found:
+                raise NotFound(f"no rollout {rollout_id!r} in the catalog")
+            index = found[0]
+            params = {"model": index["model"], "scenario": index["scenario"], "rollout_id": rollout_id}
+            tables = {name: _dicts(cur.execute(sql, params)) for name, sql in _DETAIL_SQL.items()}
+            task = _dicts(cur.execute(_TASK_SQL, {"scenario_id": index["scenario_id"], "task_id": index["task_id"]}))
+        row = {**tables["rollout"][0], **index} if tables["rollout"] else dict(index)
+        record = RolloutRecord(row, tables["messages"], tables["tool_calls"])
+        verdicts = tables["verdicts"]
+        latest = {(v["verifier"], v["verifier_version"], v["verified_at"]) for v in verdicts}
+        judgements = tables["judgements"]
+        shown = {(j["judge"], j["judged_at"]) for j in judgements}
+        return RolloutDetail(
+            row=row,
+            label=model_label(row["model_name"], row["is_simulated"]),
+            task=task[0] if task else None,
+            transcript=transcript(record, tables["state_diffs"]),
+            verdicts=[v for v in verdicts if v["kind"] != "rubric"],
+            rubric=rubric_verdicts([v for v in verdicts if v["kind"] == "rubric"]),
+            verdict_history=[
+                v
+                for v in tables["verdict_history"]
+                if (v["verifier"], v["verifier_version"], v["verified_at"]) not in latest
+            ],
+            judgements=judgements,
+            judgement_history=[j for j in tables["judgement_history"] if (j["judge"], j["judged_at"]) not in shown],
+            attempts=tables["attempts"],
+            events=status_events(row, tables["attempts"]),
+            npc_transcripts=npc_transcripts(row.get("artifacts_path")),
+        )
+
+    # --- two models on one task -------------------------------------------------------------------------------
+
+    def compare(
+        self, sweep_id: str | None, task_id: str, scenario_id: str | None, models: list[str], picks: list[str | None]
+    ) -> Comparison:
+        sweep = self.sweep(sweep_id)
+        with self.cursor() as cur:
+            scenarios = [
+                str(row[0])
+                for row in cur.execute(
+                    f"select distinct scenario_id from {_MEMORY}.main.rollout_index "
+                    "where sweep_id = ? and task_id = ? order by 1",
+                    [sweep, task_id],
+                ).fetchall()
+            ]
+            if not scenarios:
+                raise NotFound(f"sweep {sweep!r} has no rollouts of task {task_id!r}")
+            if scenario_id is None and len(scenarios) == 1:
+                scenario_id = scenarios[0]
+            if scenario_id is not None and scenario_id not in scenarios:
+                raise NotFound(f"task {task_id!r} of sweep {sweep!r} ran in {scenarios}, not in {scenario_id!r}")
+            if scenario_id is None:
+                return Comparison(sweep, task_id, None, scenarios, [])
+            ran = cur.execute(
+                f"select model_name, bool_or(is_simulated) from {_MEMORY}.main.rollout_index "
+                "where sweep_id = ? and scenario_id = ? and task_id = ? group by model_name order by model_name",
+                [sweep, scenario_id, task_id],
+            ).fetchall()
+            labels = {str(name): model_label(str(name), bool(sim)) for name, sim in ran}
+            comparison = Comparison(sweep, task_id, scenario_id, scenarios, list(labels.items()))
+            if not models:
+                return comparison
+            if len(models) != 2 or models[0] == models[1]:
+                raise BadRequest(f"models must name two different models, as models=a,b; got {models}")
+            for name in models:
+                if name not in labels:
+                    raise NotFound(f"model {name!r} has no rollouts of task {task_id!r} in {scenario_id!r}")
+            for name, pick in zip(models, picks, strict=True):
+                comparison.sides.append(self._side(cur, sweep, scenario_id, task_id, name, labels[name], pick))
+        for side in comparison.sides:
+            side["detail"] = self.rollout(side["shown"]) if side["shown"] is not None else None
+        return comparison
+
+    @staticmethod
+    def _side(
+        cur: duckdb.DuckDBPyConnection,
+        sweep: str,
+        scenario_id: str,
+        task_id: str,
+        model: str,
+        label: str,
+        pick: str | None,
+    ) -> dict[str, Any]:
+        metrics = _dicts(
+            cur.execute(
+                "select * from task_metrics where sweep_id = ? and scenario_id = ? and model_name = ? and task_id = ?",
+                [sweep, scenario_id, model, task_id],
+            )
+        )
+        rollouts = _dicts(
+            cur.execute(
+                f"select * from {_MEMORY}.main.rollout_index "
+                "where sweep_id = ? and scenario_id = ? and model_name = ? and task_id = ? order by position",
+                [sweep, scenario_id, model, task_id],
+            )
+        )
+        ids = [r["rollout_id"] for r in rollouts]
+        if pick is not None and pick not in ids:
+            raise BadRequest(f"rollout {pick!r} is not one of {model!r}'s rollouts of task {task_id!r}")
+        return {
+            "model": model,
+            "label": label,
+            "metrics": metrics[0] if metrics else None,
+            "rollouts": rollouts,
+            "shown": pick or (ids[0] if ids else None),
+        }
+
+
+class ViewerCatalog:
+    """The catalog as the server reads it: the current snapshot, replaced when the file is rebuilt."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path).resolve()
+        # The reports' own check first, so a missing or unreadable catalog reads the same in every command.
+        open_catalog(self.path).close()
+        self._lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+        self.snapshot()
+
+    def snapshot(self) -> Snapshot:
+        identity = _identity(self.path)
+        current = self._snapshot
+        if current is not None and current.identity == identity:
+            return current
+        with self._lock:  # one rebuild at a time; the others wait for it rather than index the file again
+            if self._snapshot is None or self._snapshot.identity != identity:
+                self._snapshot = Snapshot(self.path, identity)
+            return self._snapshot
