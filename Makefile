@@ -36,6 +36,7 @@ validate: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/reverify.py
 	$(VENV)/bin/python benchmarks/warehouse_scale.py
+	$(VENV)/bin/python benchmarks/export_scale.py
 	$(VENV)/bin/python benchmarks/viewer_scale.py
 
 clean:

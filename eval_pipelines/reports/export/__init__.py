@@ -5,9 +5,10 @@
 - `jsonl`: one rollout per line in OpenAI chat-messages form with its reward, for SFT and RL loaders.
 - `parquet`: the sweep's rows of every table, one Parquet file per table.
 
-Reads the DuckDB catalog only, and streams: rollouts are read per model x scenario in batches of `batch_size`, and
-each batch's messages, tool calls and retries are fetched for that batch alone, so a sweep of any size is exported
-in bounded memory.
+Reads the DuckDB catalog only, and streams: rollouts are read per model x scenario in batches of `batch_size`, each
+with its messages, tool calls and retries. A model x scenario's rows are read once per table, spooled to temporary
+files by their rollout's place in the export order (under `spool_dir`, default the system's temporary directory), and
+taken back in that order (see `reader.py`), so the time grows linearly with the sweep and the memory stays bounded.
 """
 
 from __future__ import annotations
@@ -71,12 +72,14 @@ def export_results(
     include_errors: bool = False,
     batch_size: int = DEFAULT_BATCH_SIZE,
     scenarios_root: Path | None = None,
+    spool_dir: Path | None = None,
 ) -> ExportSummary:
     """Export one sweep (default: the most recently started), narrowed to a model and/or a scenario.
 
     `out` is a directory for inspect and parquet, a file for jsonl. `include_errors` (jsonl only) also writes
     errored and not yet verified rollouts, with reward null; the inspect logs always hold them, as samples with
-    `error` set and as unscored samples.
+    `error` set and as unscored samples. `spool_dir` is where a model x scenario's rows are spooled while it is
+    exported (inspect and jsonl; default: the system's temporary directory).
     """
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
@@ -90,10 +93,14 @@ def export_results(
         groups = select_groups(con, sweep, model_name, scenario_id)
         if fmt == "parquet":
             return export_parquet(con, sweep, model_name, scenario_id, Path(out))
-        if fmt == "inspect":
-            return export_inspect(SweepReader(con, sweep, batch_size), groups, Path(out))
-        reader = SweepReader(con, sweep, batch_size, tool_results=False)
-        tools = TaskTools(scenarios_root or scenarios_dir())
-        return export_jsonl(reader, groups, Path(out), tools, include_errors)
+        # Only the inspect logs show tool results and retries.
+        reader = SweepReader(con, sweep, batch_size, tool_results=fmt == "inspect", spool_dir=spool_dir)
+        try:
+            if fmt == "inspect":
+                return export_inspect(reader, groups, Path(out))
+            tools = TaskTools(scenarios_root or scenarios_dir())
+            return export_jsonl(reader, groups, Path(out), tools, include_errors)
+        finally:
+            reader.close()
     finally:
         con.close()

@@ -1,18 +1,48 @@
 """The catalog side of the export, apart from any format: the writers see rollouts only as batches of records, so
-how little is read at a time is decided here alone."""
+how little is read at a time is decided here alone.
+
+A model x scenario group is read in one pass per table, never per batch (a per-batch query scans the group's files
+once per batch, so the time would grow with the square of the group's size). Each table's rows of the group's
+rollouts (rollouts, verifications, messages, tool calls, retried attempts) are tagged with their rollout's place in
+the export order and spooled to temporary files, one per range of places (`_Spool`). The ranges are then read in
+order: the rollouts query (`_GROUP_ROLLOUTS_SQL`, with the catalog's own `rollout_scores` and
+`verifications_latest` SQL) runs on one range's rows at a time in a scratch in-memory DuckDB, and each batch takes
+its transcripts from the head of the sorted transcript spools. Time grows with the group's size, and memory with a
+range's, not the group's.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import contextlib
+import tempfile
+from collections import deque
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from eval_pipelines.reports.export.output import ExportError
+from eval_pipelines.warehouse.metrics import ROLLOUT_SCORES, VERIFICATIONS_LATEST
 
 #: Rollouts read at once; their messages, tool calls and retries are held only while the batch is written.
 DEFAULT_BATCH_SIZE = 200
+#: Rollouts per spool file (a range of places in the export order); a file is read into memory whole.
+SPOOL_ROLLOUTS = 2_000
+#: At most this many spool files per table and group (all open while spooling): past SPOOL_ROLLOUTS x
+#: MAX_SPOOL_FILES rollouts in a group, each file holds more rollouts.
+MAX_SPOOL_FILES = 200
+#: Rows DuckDB hands over at a time while spooling, and rows turned into dicts at a time when reading back.
+_ARROW_ROWS = 32_768
+_DICT_ROWS = 4_096
+#: The spooled column of a row's rollout place in the export order, and the name the group's places are
+#: registered under on the catalog connection while spooling.
+_ORDINAL = "_ordinal"
+_KEYS = "_export_rollout_places"
 
 
 @dataclass(frozen=True)
@@ -58,9 +88,9 @@ group by all
 order by scenario_id, model_name, model, scenario
 """
 
-#: The group's rollouts with their outcome (`rollout_scores`), latest verdicts and the task's instruction. The
-#: verdicts are aggregated once per group: `verifications_latest` ranks over every file, so a per-batch query
-#: would rank the whole warehouse again for each batch.
+#: The group's rollouts with their outcome (`rollout_scores`), latest verdicts and the task's instruction. Run in the
+#: scratch DuckDB on one spool file's rollouts, verifications and the scenario's tasks at a time, where `rollouts`,
+#: `verifications` and `tasks` are those rows and the two views are the catalog's SQL (`warehouse/metrics.py`).
 _GROUP_ROLLOUTS_SQL = """
 with verdicts as (
     select rollout_id,
@@ -91,14 +121,53 @@ where r.sweep_id = $sweep and r.model = $model_key and r.scenario = $scenario_ke
 order by r.task_id, r.rollout_index, r.rollout_id
 """
 
-#: Per batch: filtering on the Hive columns first makes DuckDB open only the group's files.
-_BATCH_FILTER = "model = $model_key and scenario = $scenario_key and rollout_id in (select unnest($ids))"
-_MESSAGES_SQL = f"""
-select rollout_id, message_index, role, content, tool_call_id, tool_calls_json
-from messages where {_BATCH_FILTER} order by rollout_id, message_index
+#: Each rollout of the group with its place in `_GROUP_ROLLOUTS_SQL`'s order (a rollout listed twice, once).
+_PLACES_SQL = f"""
+select distinct rollout_id, dense_rank() over (order by task_id, rollout_index, rollout_id) - 1 as {_ORDINAL}
+from rollouts
+where sweep_id = $sweep and model = $model_key and scenario = $scenario_key
+  and model_name = $model_name and scenario_id = $scenario_id
 """
-_TOOL_CALLS_SQL = f"select * from tool_calls where {_BATCH_FILTER} order by rollout_id, call_index"
-_RETRIES_SQL = f"select * from rollout_attempts where {_BATCH_FILTER} and not is_final order by rollout_id, attempt"
+_RETRIED_SQL = """
+select coalesce(bool_or(attempts > 1), false)
+from rollouts
+where sweep_id = $sweep and model = $model_key and scenario = $scenario_key
+  and model_name = $model_name and scenario_id = $scenario_id
+"""
+_TASKS_SQL = "select * from tasks where scenario_id = $scenario_id"
+#: Filtering on the Hive columns first makes DuckDB open only the group's files.
+_IN_GROUP_FILES = "t.model = $model_key and t.scenario = $scenario_key"
+
+
+@dataclass(frozen=True)
+class _Spooled:
+    """A table read for a group in one pass: its rows of the group's rollouts, which columns, and for a transcript
+    the column that orders a rollout's rows."""
+
+    table: str
+    where: str
+    columns: str = "t.*"
+    order: str | None = None
+
+    def sql(self) -> str:
+        return (
+            f"select k.{_ORDINAL}, {self.columns} from {self.table} as t join {_KEYS} as k using (rollout_id) "
+            f"where {self.where}"
+        )
+
+
+#: The inputs of `_GROUP_ROLLOUTS_SQL`, as its views see them: the rollouts as `rollout_scores` is filtered there,
+#: and every verification of them wherever it is stored, since `verifications_latest` ranks them all.
+_ROLLOUTS = _Spooled("rollouts", f"{_IN_GROUP_FILES} and t.sweep_id = $sweep")
+_VERIFICATIONS = _Spooled("verifications", "true")
+_MESSAGES = _Spooled(
+    "messages",
+    _IN_GROUP_FILES,
+    "t.rollout_id, t.message_index, t.role, t.content, t.tool_call_id, t.tool_calls_json",
+    "message_index",
+)
+_TOOL_CALLS = _Spooled("tool_calls", _IN_GROUP_FILES, order="call_index")
+_RETRIES = _Spooled("rollout_attempts", f"{_IN_GROUP_FILES} and not t.is_final", order="attempt")
 
 _GROUP_TOTALS_SQL = """
 select count(*) as n,
@@ -161,23 +230,227 @@ def select_groups(
     )
 
 
+def _bound(sql: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters a statement uses (DuckDB refuses any other)."""
+    return {name: value for name, value in params.items() if f"${name}" in sql}
+
+
+class _Spool:
+    """One table's rows of a group, spooled to files by their rollout's place in the export order (file k holds
+    places k x per_file up to the next). `read` hands out one file's rows; `take` hands out a transcript's rows in
+    order, while they belong to the batch asked for."""
+
+    def __init__(self, folder: Path, per_file: int, order: str | None = None) -> None:
+        self.folder = folder
+        self.per_file = per_file
+        self.order = order
+        self.files: list[int] = []
+        self.schema = pa.schema([])
+        self._queue: deque[int] = deque()
+        self._rows: Iterator[dict[str, Any]] = iter(())
+        self._head: dict[str, Any] | None = None
+        #: the last rollout handed out, with its rows, for a rollout listed twice across two batches
+        self._last: tuple[str, list[dict[str, Any]]] | None = None
+
+    def _path(self, index: int) -> Path:
+        return self.folder / f"{index}.arrow"
+
+    def write(self, source: pa.RecordBatchReader) -> None:
+        self.folder.mkdir()
+        self.schema = source.schema
+        writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
+        options = pa.ipc.IpcWriteOptions(compression="lz4")
+        try:
+            for batch in source:
+                if not batch.num_rows:
+                    continue
+                # The batch's rows grouped by file, so each file gets one slice of it.
+                files = pc.divide(batch.column(_ORDINAL), self.per_file)
+                by_file = pc.sort_indices(files)
+                index = files.take(by_file).to_numpy()
+                batch = batch.take(by_file)
+                starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+                for start, end in zip(starts, [*starts[1:], len(index)], strict=True):
+                    file = int(index[start])
+                    if file not in writers:
+                        writers[file] = pa.ipc.new_file(str(self._path(file)), batch.schema, options=options)
+                    writers[file].write_batch(batch.slice(start, end - start))
+        finally:
+            for writer in writers.values():
+                writer.close()
+        self.files = sorted(writers)
+        self._queue = deque(self.files)
+
+    def _load(self, index: int) -> pa.Table:
+        path = self._path(index)
+        if not path.is_file():
+            return self.schema.empty_table()
+        with pa.memory_map(str(path)) as source:
+            return pa.ipc.open_file(source).read_all()
+
+    def read(self, index: int) -> pa.Table:
+        """The rows of file `index` (none if it has none), without the place column."""
+        return self._load(index).drop_columns([_ORDINAL])
+
+    def empty(self) -> pa.Table:
+        return self.schema.empty_table().drop_columns([_ORDINAL])
+
+    def _next_file(self) -> Iterator[dict[str, Any]]:
+        index = self._queue.popleft()
+        table = self._load(index)
+        self._path(index).unlink()  # read once: the disk is freed as the export goes
+        table = table.sort_by([(_ORDINAL, "ascending"), (self.order or _ORDINAL, "ascending")])
+        for chunk in table.drop_columns([_ORDINAL]).to_batches(max_chunksize=_DICT_ROWS):
+            yield from chunk.to_pylist()
+
+    def _peek(self) -> dict[str, Any] | None:
+        while self._head is None:
+            self._head = next(self._rows, None)
+            if self._head is None:
+                if not self._queue:
+                    return None
+                self._rows = self._next_file()
+        return self._head
+
+    def take(self, ids: Collection[str]) -> dict[str, list[dict[str, Any]]]:
+        """The rows of the next rollouts, by rollout, while they are in `ids`: the spool is in the export order,
+        so these are the rows of the batch of `ids` when the batches are taken in order."""
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        if self._last is not None and self._last[0] in ids:
+            grouped[self._last[0]] = self._last[1]
+        while (row := self._peek()) is not None and row["rollout_id"] in ids:
+            grouped.setdefault(row["rollout_id"], []).append(row)
+            self._head = None
+            self._last = (row["rollout_id"], grouped[row["rollout_id"]])
+        return grouped
+
+
+class _GroupRead:
+    """One group while it is read: its rows spooled (each table in one pass over its files) and a scratch DuckDB
+    that runs the catalog's per-rollout SQL on one spool file's rows at a time, in which `rollouts`,
+    `verifications` and `tasks` are those rows and `verifications_latest` and `rollout_scores` the catalog's views
+    (`warehouse/metrics.py`)."""
+
+    def __init__(self, reader: SweepReader, group: Group) -> None:
+        self.group = group
+        self.params = group.params(reader.sweep_id)
+        self._folder = tempfile.TemporaryDirectory(prefix="export-spool-", dir=reader.spool_dir)
+        self.scratch = duckdb.connect()
+        try:
+            self.spools = self._spool(reader, Path(self._folder.name))
+            self._prepare_scratch(reader.con)
+        except BaseException:
+            self.close()
+            raise
+
+    def _spool(self, reader: SweepReader, folder: Path) -> dict[str, _Spool]:
+        con, params = reader.con, self.params
+        places = con.sql(_PLACES_SQL, params=params).to_arrow_table()
+        per_file = max(SPOOL_ROLLOUTS, -(-places.num_rows // MAX_SPOOL_FILES))
+        spools: dict[str, _Spool] = {}
+
+        def spool(spooled: _Spooled) -> None:
+            target = spools[spooled.table] = _Spool(folder / spooled.table, per_file, spooled.order)
+            sql = spooled.sql()
+            with contextlib.closing(con.sql(sql, params=_bound(sql, params)).to_arrow_reader(_ARROW_ROWS)) as source:
+                target.write(source)
+
+        con.register(_KEYS, places)
+        try:
+            for spooled in (_ROLLOUTS, _VERIFICATIONS, _MESSAGES):
+                spool(spooled)
+            if reader.tool_results:
+                spool(_TOOL_CALLS)
+                # Retried attempts are only shown for a batch with a retried rollout (SweepReader._with_transcripts),
+                # and a catalog over files older than the `attempts` column has none. fetchall, not fetchone: a
+                # result left unfinished would block the connection's next statement.
+                attempts = "attempts" in spools[_ROLLOUTS.table].schema.names
+                if attempts and con.execute(_RETRIED_SQL, params).fetchall()[0][0]:
+                    spool(_RETRIES)
+        finally:
+            con.unregister(_KEYS)
+        return spools
+
+    def _prepare_scratch(self, con: duckdb.DuckDBPyConnection) -> None:
+        # Timestamps come back in the catalog connection's zone, as they would from the catalog.
+        zone = str(con.execute("select current_setting('TimeZone')").fetchall()[0][0])
+        self.scratch.execute("set TimeZone = '" + zone.replace("'", "''") + "'")
+        self.scratch.register("tasks", con.sql(_TASKS_SQL, params=_bound(_TASKS_SQL, self.params)).to_arrow_table())
+        self.scratch.register("rollouts", self.spools["rollouts"].empty())
+        self.scratch.register("verifications", self.spools["verifications"].empty())
+        for view in (VERIFICATIONS_LATEST, ROLLOUT_SCORES):
+            self.scratch.execute(view.statement())
+
+    def _per_file(self, sql: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """`sql` run on each spool file's rows in turn, in the export order; yields the cursor of each."""
+        rollouts, verifications = self.spools["rollouts"], self.spools["verifications"]
+        for index in rollouts.files:
+            self.scratch.register("rollouts", rollouts.read(index))
+            self.scratch.register("verifications", verifications.read(index))
+            yield self.scratch.execute(sql, _bound(sql, self.params))
+
+    def outcomes(self) -> dict[str, Any]:
+        """`_GROUP_OUTCOMES_SQL`'s counts, summed over the spool files (a rollout's score depends on its rows alone)."""
+        counts: dict[str, Any] = {}
+        for cursor in self._per_file(_GROUP_OUTCOMES_SQL):
+            for name, value in _dicts(cursor, cursor.fetchall())[0].items():
+                counts[name] = counts.get(name, 0) + (value or 0)
+        return counts
+
+    def rollout_rows(self) -> Iterator[dict[str, Any]]:
+        """The group's rows of `_GROUP_ROLLOUTS_SQL`, in its order."""
+        for cursor in self._per_file(_GROUP_ROLLOUTS_SQL):
+            yield from _dicts(cursor, cursor.fetchall())
+
+    def take(self, table: str, ids: Collection[str]) -> dict[str, list[dict[str, Any]]]:
+        spool = self.spools.get(table)
+        return spool.take(ids) if spool is not None else {}
+
+    def close(self) -> None:
+        self.scratch.close()
+        self._folder.cleanup()
+
+
 class SweepReader:
-    """Reads one sweep group by group, in batches of rollouts, each with its transcript."""
+    """Reads one sweep group by group, in batches of rollouts, each with its transcript.
+
+    `spool_dir` is where a group's rows are spooled while it is read (default: the system's temporary directory).
+    Call `close` when done: it removes the last group's spool."""
 
     def __init__(
-        self, con: duckdb.DuckDBPyConnection, sweep_id: str, batch_size: int, *, tool_results: bool = True
+        self,
+        con: duckdb.DuckDBPyConnection,
+        sweep_id: str,
+        batch_size: int,
+        *,
+        tool_results: bool = True,
+        spool_dir: Path | None = None,
     ) -> None:
         self.con = con
         self.sweep_id = sweep_id
         self.batch_size = batch_size
         #: also read each rollout's `tool_calls` rows and retried attempts (the inspect logs show both)
         self.tool_results = tool_results
+        self.spool_dir = spool_dir
         self.batches = 0
+        self._open: _GroupRead | None = None
+
+    def _read(self, group: Group) -> _GroupRead:
+        """The group's spooled rows: spooled on first use, kept from `totals` to the end of `batches_of`."""
+        if self._open is None or self._open.group != group:
+            self.close()
+            self._open = _GroupRead(self, group)
+        return self._open
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open.close()
+            self._open = None
 
     def totals(self, group: Group) -> dict[str, Any]:
         params = group.params(self.sweep_id)
         totals = _one(self.con, _GROUP_TOTALS_SQL, params)
-        totals.update(_one(self.con, _GROUP_OUTCOMES_SQL, params))
+        totals.update(self._read(group).outcomes())
         totals["metrics"] = _one(
             self.con,
             _GROUP_METRICS_SQL,
@@ -186,27 +459,29 @@ class SweepReader:
         return totals
 
     def batches_of(self, group: Group) -> Iterator[list[RolloutRecord]]:
-        # A cursor of its own: the per-batch queries run on the main connection while this result is still open.
-        cursor = self.con.cursor()
         try:
-            cursor.execute(_GROUP_ROLLOUTS_SQL, group.params(self.sweep_id))
-            while rows := cursor.fetchmany(self.batch_size):
+            batch: list[dict[str, Any]] = []
+            for row in self._read(group).rollout_rows():
+                batch.append(row)
+                if len(batch) == self.batch_size:
+                    self.batches += 1
+                    yield self._with_transcripts(group, batch)
+                    batch = []
+            if batch:
                 self.batches += 1
-                yield self._with_transcripts(group, _dicts(cursor, rows))
+                yield self._with_transcripts(group, batch)
         finally:
-            cursor.close()
+            self.close()
 
     def _with_transcripts(self, group: Group, rows: list[dict[str, Any]]) -> list[RolloutRecord]:
-        params: dict[str, Any] = {
-            "model_key": group.model_key,
-            "scenario_key": group.scenario_key,
-            "ids": [row["rollout_id"] for row in rows],
-        }
-        # Each query scans the group's files once more, so only what the format shows is read.
-        messages = self._by_rollout(_MESSAGES_SQL, params)
-        calls = self._by_rollout(_TOOL_CALLS_SQL, params) if self.tool_results else {}
+        read = self._read(group)
+        ids = {row["rollout_id"] for row in rows}
+        # The spools hand out the rows of the next rollouts in the export order: this batch's.
+        messages = read.take("messages", ids)
+        calls = read.take("tool_calls", ids)
+        taken = read.take("rollout_attempts", ids)
         retried = self.tool_results and any((row.get("attempts") or 1) > 1 for row in rows)
-        retries = self._by_rollout(_RETRIES_SQL, params) if retried else {}
+        retries = taken if retried else {}
         return [
             RolloutRecord(
                 row,
@@ -216,13 +491,6 @@ class SweepReader:
             )
             for row in rows
         ]
-
-    def _by_rollout(self, sql: str, params: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-        cursor = self.con.execute(sql, params)
-        grouped: dict[str, list[dict[str, Any]]] = {}
-        for row in _dicts(cursor, cursor.fetchall()):
-            grouped.setdefault(row["rollout_id"], []).append(row)
-        return grouped
 
 
 def verifier_results(row: Mapping[str, Any]) -> list[dict[str, Any]]:
