@@ -31,7 +31,8 @@ lint: $(STAMP)
 validate: $(STAMP)
 	$(VENV)/bin/dagster definitions validate -w workspace.yaml
 
-## Benchmarks: re-verification throughput and warehouse scale (results in benchmarks/results/, git-ignored).
+## Benchmarks: re-verification throughput, warehouse scale, export scale and the viewer at 100,000 rollouts (results
+## in benchmarks/results/, git-ignored).
 ## The issue-10 set (Inspect AI comparison, latency hiding, memory, Dagster overhead): benchmarks/run_all.py.
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/reverify.py
