@@ -14,9 +14,12 @@ Every error names the file and the field, so a broken scenario is fixed in one l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Mapping
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -44,6 +47,23 @@ def partition_key(raw_id: str) -> str:
     Hive layout, so everything outside `[A-Za-z0-9_.-]` becomes `_`. The raw id is kept in a column.
     """
     return _UNSAFE_KEY_CHARS.sub("_", raw_id)
+
+
+@contextlib.contextmanager
+def staged_scenario_folder(target: Path) -> Iterator[Path]:
+    """A folder to assemble a scenario in, renamed onto `target` (replacing it) only when the block succeeds and
+    removed otherwise, so a catalog scan never sees a half-written scenario. It is made beside the scenarios
+    directory, not in it."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent.parent))
+    try:
+        yield staging
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def default_scenarios_dir() -> Path:

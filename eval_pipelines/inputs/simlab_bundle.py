@@ -21,13 +21,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles, partition_key
+from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles, partition_key, staged_scenario_folder
 from eval_pipelines.schemas.hosted import SIMLAB_SERVER_NAMES, VERIFIER_ENTRY_FUNC, verifier_module_name
 from eval_pipelines.schemas.scenarios import Rubric, Task, Template, TemplateToolServer
 
@@ -53,6 +52,7 @@ _CATALOG_KEYS = {"reference_actions", "reference_answer", "rubric", "npc_secrets
 _META_KEYS = {"task_id", "display_name", "difficulty", "category", "version", "idempotent"}
 SEED_TIMESTAMP = "2025-01-06T09:00:00Z"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_TASK_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 class BundleImportError(ValueError):
@@ -101,10 +101,8 @@ def import_bundle(
     target = Path(scenarios_dir) / partition_key(scenario_id)
     if target.exists() and not overwrite:
         raise BundleImportError(f"{target} already exists (pass --overwrite to replace it)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{partition_key(scenario_id)}-", dir=target.parent))
     report = ImportReport(scenario_id=scenario_id, folder=target)
-    try:
+    with staged_scenario_folder(target) as staging:
         profiles = _copy_profiles(bundle, staging, report)
         _copy_verifiers(bundle, staging)
         servers: list[str] = []
@@ -126,12 +124,6 @@ def import_bundle(
             ScenarioFiles(root=staging, template=template).tasks()
         except ScenarioError as exc:
             raise BundleImportError(f"the imported scenario does not load: {exc}") from None
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return report
 
 
@@ -171,6 +163,8 @@ def _copy_verifiers(bundle: Path, staging: Path) -> None:
     target.mkdir(parents=True)
     source = bundle / "verifiers"
     for path in sorted(source.glob("*.py")) if source.is_dir() else []:
+        if path.is_symlink() or not path.is_file():
+            continue  # a bundle's link could point anywhere on this machine; only its own files are copied
         shutil.copyfile(path, target / path.name)
     if not (target / "__init__.py").exists():
         # SimLab bundles may leave the package implicit; the catalog imports verifiers as a package.
@@ -187,6 +181,9 @@ def _import_task(
     task_id = meta.get("task_id") or raw.get("task_id")
     if not isinstance(task_id, str) or not task_id.strip():
         raise BundleImportError(f"{path}: meta.task_id: required")
+    if not _TASK_ID.match(task_id):
+        # it names the task's files (tasks/<id>.json, seed files, rubrics/<id>.md): never a path
+        raise BundleImportError(f"{path}: meta.task_id: {task_id[:80]!r} must be letters, digits, '_', '.' or '-'")
     description = raw.get("task") or raw.get("description")
     if not isinstance(description, str) or not description.strip():
         raise BundleImportError(f"{path}: task: required (the instruction given to the agent)")

@@ -17,12 +17,16 @@ catalog scan never sees a half-written scenario.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles, partition_key, safe_relative_path
+from eval_pipelines.inputs.scenarios import (
+    ScenarioError,
+    ScenarioFiles,
+    partition_key,
+    safe_relative_path,
+    staged_scenario_folder,
+)
 from eval_pipelines.schemas.scenarios import Template, TemplateToolServer
 from eval_pipelines.schemas.taskgen import NPC_PROFILES_FILENAME, GeneratedFile, TaskGenResults
 from eval_pipelines.taskgen.drafts import SEED_FILES_KEY
@@ -70,12 +74,10 @@ def write_bundle(
         raise BundleError(f"scenario_id {scenario_id!r}: {exc}") from None
     if not results.tasks:
         raise BundleError("the results hold no tasks")
-    scenarios_dir.mkdir(parents=True, exist_ok=True)
     target = scenarios_dir / partition_key(scenario_id)
     if target.exists() and not overwrite:
         raise BundleError(f"{target} already exists (pass overwrite=True to replace it)")
-    staging = Path(tempfile.mkdtemp(prefix=f".{partition_key(scenario_id)}-", dir=scenarios_dir.parent))
-    try:
+    with staged_scenario_folder(target) as staging:
         servers = _write_contents(results, staging)
         template = template.model_copy(
             update={
@@ -90,12 +92,6 @@ def write_bundle(
             ScenarioFiles(root=staging, template=template).tasks()
         except ScenarioError as exc:
             raise BundleError(f"the generated scenario does not load: {exc}") from None
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return target
 
 

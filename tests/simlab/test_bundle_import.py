@@ -152,3 +152,28 @@ def test_calendar_and_channel_seeds_become_seed_files_the_servers_load(tmp_path:
     chat.seed(state, scenario.seed_payload(imported, "chat"))
     texts = [m["text"] for m in state["messages"].values()]
     assert texts == ["The projector bulb was replaced."]
+
+
+@pytest.mark.parametrize("task_id", ["../../escaped", "a/b", ".hidden", "x" * 200])
+def test_a_task_id_that_is_not_a_plain_name_is_refused_and_nothing_is_written(tmp_path: Path, task_id: str) -> None:
+    """The id names the task's files: a hostile one must not reach outside the scenario folder."""
+    bundle = write_bundle(tmp_path)
+    path = bundle / "tasks" / "ask_projector.json"
+    task = json.loads(path.read_text())
+    task["meta"]["task_id"] = task_id
+    path.write_text(json.dumps(task))
+    before = sorted(p for p in tmp_path.rglob("*") if "ops-bundle" not in p.parts)
+    with pytest.raises(BundleImportError, match=r"ask_projector\.json: meta\.task_id: .* must be letters"):
+        import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID)
+    after = sorted(p for p in tmp_path.rglob("*") if "ops-bundle" not in p.parts)
+    assert [p for p in after if p not in before and p != tmp_path / "scenarios"] == []
+
+
+def test_a_linked_verifier_is_not_copied(tmp_path: Path) -> None:
+    bundle = write_bundle(tmp_path)
+    outside = tmp_path / "secret.py"
+    outside.write_text("TOKEN = 'not for the scenario'\n")
+    (bundle / "verifiers" / "linked.py").symlink_to(outside)
+    import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID)
+    verifiers = ScenarioCatalog(tmp_path / "scenarios").get(SCENARIO_ID).verifiers_dir
+    assert not (verifiers / "linked.py").exists() and (verifiers / "projector_mail.py").is_file()
