@@ -7,26 +7,48 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from eval_pipelines.lib.progress import ProgressReporter
-from eval_pipelines.reports.charts import (
-    cost_figure,
-    figure_png,
-    pass_hat_k_figure,
-    pass_rate_figure,
-    task_heatmap_figure,
-)
 from eval_pipelines.reports.data import ReportData, load_report_data, model_label, pass_rate_rows
 from eval_pipelines.reports.html import data_uri, pass_rate_markdown, render_report_html
 
+# `charts` (matplotlib, with numpy and Pillow) is imported by the functions below when they draw: the Dagster code
+# location and the CLI import this module at start-up and draw only when a report or the catalog is built.
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def _pass_rate_chart(data: ReportData) -> Figure:
+    from eval_pipelines.reports.charts import pass_rate_figure
+
+    return pass_rate_figure(data.sweep_id, data.groups, data.model_labels)
+
+
+def _pass_hat_k_chart(data: ReportData) -> Figure:
+    from eval_pipelines.reports.charts import pass_hat_k_figure
+
+    return pass_hat_k_figure(data)
+
+
+def _cost_chart(data: ReportData) -> Figure:
+    from eval_pipelines.reports.charts import cost_figure
+
+    return cost_figure(data)
+
+
+def _task_heatmap_chart(data: ReportData) -> Figure:
+    from eval_pipelines.reports.charts import task_heatmap_figure
+
+    return task_heatmap_figure(data)
+
+
 #: Chart name -> figure builder; the PNG beside `report.html` is `report_<name>.png`.
 CHARTS: dict[str, Callable[[ReportData], Figure]] = {
-    "pass_rate": lambda data: pass_rate_figure(data.sweep_id, data.groups, data.model_labels),
-    "pass_hat_k": pass_hat_k_figure,
-    "cost": cost_figure,
-    "task_heatmap": task_heatmap_figure,
+    "pass_rate": _pass_rate_chart,
+    "pass_hat_k": _pass_hat_k_chart,
+    "cost": _cost_chart,
+    "task_heatmap": _task_heatmap_chart,
 }
 
 
@@ -63,6 +85,8 @@ def build_report(
 
     Raises ReportError when the catalog is missing, empty, or lacks the sweep.
     """
+    from eval_pipelines.reports.charts import figure_png
+
     out_html = Path(out_html)
     if progress is not None:
         progress.update(total=len(CHARTS) + 2, completed=0, description="reading the catalog")
@@ -118,6 +142,8 @@ def pass_rate_summary(
     sweep, rows = pass_rate_rows(Path(duckdb_path), sweep_id)
     if sweep is None or not rows:
         return PassRateSummary(sweep_id=sweep, table_markdown=pass_rate_markdown(rows))
+    from eval_pipelines.reports.charts import figure_png, pass_rate_figure
+
     labels: dict[str, str] = {}
     for row in sorted(rows, key=lambda r: r["model_name"]):
         labels[row["model_name"]] = model_label(row["model_name"], row["is_simulated"])
