@@ -1,6 +1,8 @@
 """A tool-server host that stops answering (SIGSTOP: the port still accepts, nothing answers) is found by its
 health checks and replaced on the same socket: the rollouts it held end as tool_server errors, the later ones
-succeed, and the run takes well under twice its normal time, instead of a timeout per remaining rollout."""
+succeed, and the frozen rollouts end when the host is replaced, not at their calls' timeout. (How much the
+freeze costs in wall time is a figure for a benchmark, not a bound for this test: the bound here is only that no
+rollout waited for a timeout, which is an order of magnitude away from what replacement costs.)"""
 
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ from tests.support.scripted_llm import slow_text_model
 TASKS = [f"email_ops_{n:03d}" for n in range(1, 13)]
 #: Per model reply: long enough that rollouts are in flight when the host freezes.
 REPLY_SECONDS = 1.0
+#: The run's own timeout: a frozen rollout that is not released by the monitor waits this long (or its tool
+#: call's longer one), so finishing in half of it past the normal run's time means no rollout waited it out.
+RUN_TIMEOUT_SECONDS = 60.0
 
 
 @pytest.fixture
@@ -56,7 +61,13 @@ def _run(
         threading.Timer(freeze_after, os.kill, (pid, signal.SIGSTOP)).start()
     started = time.monotonic()
     summary = run_and_collect(
-        backend, request, ctx, scenario, Warehouse(data_dir / "warehouse"), data_dir / "traces", timeout_seconds=60
+        backend,
+        request,
+        ctx,
+        scenario,
+        Warehouse(data_dir / "warehouse"),
+        data_dir / "traces",
+        timeout_seconds=RUN_TIMEOUT_SECONDS,
     )
     return time.monotonic() - started, backend.list_rollouts(summary.run_id)
 
@@ -87,7 +98,7 @@ def test_a_frozen_tool_host_is_replaced_and_costs_only_its_rollouts(
         ]
         assert later and all(r.result is not None and r.result.error_class is None for r in later), "nothing ran after"
         assert shared_runtime(catalog).tool_host_pid != frozen_pid, "the frozen host was not replaced"
-        assert elapsed < 2 * normal, f"{elapsed:.1f}s with a frozen host, {normal:.1f}s without"
+        assert elapsed < normal + RUN_TIMEOUT_SECONDS / 2, f"{elapsed:.1f}s with a frozen host, {normal:.1f}s without"
     finally:
         if frozen_pid is not None:
             with contextlib.suppress(ProcessLookupError):
