@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: sweep test lint validate bench clean
+.PHONY: sweep test lint validate bench clean dagster daemon
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check eval_pipelines tests benchmarks examples
 	$(VENV)/bin/mypy eval_pipelines
 	$(VENV)/bin/lint-imports
+
+## The Dagster UI and the daemon on the repository's instance (dagster.yaml, SQLite under data/dagster).
+dagster: $(STAMP)
+	$(VENV)/bin/dagster dev -w workspace.yaml
+
+## The daemon alone (schedules, sensors, automation) on the same instance; DAGSTER_HOME must be absolute.
+daemon: $(STAMP)
+	DAGSTER_HOME=$(CURDIR) $(VENV)/bin/dagster-daemon run -w workspace.yaml
 
 validate: $(STAMP)
 	$(VENV)/bin/dagster definitions validate -w workspace.yaml

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipelines.inputs.paths import data_dir, scenarios_dir, sweeps_dir
-from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError, ScenarioFiles, partition_key
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.inputs.sweeps import (
     ConfigError,
     default_sweep_id,
@@ -40,7 +41,8 @@ if TYPE_CHECKING:  # the CLI imports Dagster (through the runner) only when a sw
     from rich.console import Console
 
     from eval_pipelines.clients.backend import EvaluationBackend
-    from eval_pipelines.defs.runner import SweepRun
+    from eval_pipelines.defs.runner import ReverifyFailure, SweepRun
+    from eval_pipelines.pipeline.reverification import StoredPartition, VerificationPass
 
 #: A Dagster step of the sweep failed (its run in the UI says why).
 EXIT_STEP_FAILED = 1
@@ -328,6 +330,158 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def cmd_reverify(args: argparse.Namespace) -> int:
+    """Re-verify stored rollouts with the scenarios' current verifiers, then compare the pass rates by version."""
+    from rich.console import Console
+
+    from eval_pipelines.pipeline.reverification import stored_partitions, stored_sweep_ids, version_pass_rates
+    from eval_pipelines.warehouse.store import Warehouse
+
+    console = Console(stderr=True)
+    catalog = ScenarioCatalog()
+    scenario_ids = known_scenario_ids(args.scenario, catalog) if args.scenario else None
+    warehouse = Warehouse(data_dir() / "warehouse")
+    found = stored_partitions(warehouse, catalog, scenario_ids=scenario_ids, sweep_id=args.sweep)
+    if args.sweep is not None and not found and args.sweep not in (known := stored_sweep_ids(warehouse)):
+        raise UserError(f"--sweep: no stored rollouts of sweep {args.sweep!r}; sweeps in the warehouse: {known}")
+    selected = found if args.all else [p for p in found if p.stale]
+    if not selected:
+        of_sweep = f" of sweep {args.sweep}" if args.sweep else ""
+        why = (
+            f"every stored rollout{of_sweep} has verdicts at its scenario's current verifier version "
+            "(--all re-verifies them anyway)"
+            if found
+            else f"no stored rollouts{of_sweep} of the selected scenarios"
+        )
+        print(f"nothing to re-verify: {why}")
+        return 0
+    for scenario_id, version in sorted({(p.scenario.scenario_id, p.verifier_version) for p in selected}):
+        mine = [p for p in selected if p.scenario.scenario_id == scenario_id]
+        console.print(
+            f"{scenario_id} at verifier version [bold]{version}[/]: {len(mine)} model(s), "
+            f"{sum(p.unscored for p in mine)} of {sum(p.rollouts for p in mine)} rollouts without a verdict at it"
+        )
+    stop = SweepStop()
+    with _stop_on_signals(stop):
+        failures = reverify_with_progress(selected, args.sweep, stop, console)
+    if stop.signum is not None:
+        console.print(f"stopped by {stop.signal_name}: run the same command to re-verify the rest")
+        return 128 + stop.signum
+    duckdb_path = data_dir() / "eval.duckdb"
+    # A failed catalog rebuild leaves the old catalog, whose table would show the verdicts from before.
+    if all(f.partition is not None for f in failures) and duckdb_path.is_file():
+        verified = [p for p in selected if not any(f.partition is p for f in failures)]
+        passes = version_pass_rates(duckdb_path, verified, sweep_id=args.sweep)
+        if passes:
+            print_version_pass_rates(passes)
+    for failure in failures:
+        print(f"eval-pipelines: failed: {failure.name}: {failure.cause}", file=sys.stderr)
+    if failures:
+        print(
+            "eval-pipelines: the failed runs are in the Dagster UI (`dagster dev -w workspace.yaml`)", file=sys.stderr
+        )
+    return EXIT_STEP_FAILED if failures else 0
+
+
+def known_scenario_ids(requested: Sequence[str], catalog: ScenarioCatalog) -> list[str]:
+    """The catalog's ids of the requested scenarios (an id, a partition key or a family); exit 2 on an unknown one."""
+    ids = []
+    for raw in requested:
+        try:
+            ids.append(catalog.get(raw).scenario_id)
+        except KeyError:
+            raise UserError(f"--scenario: unknown scenario {raw!r}; known scenarios: {catalog.ids()}") from None
+    return sorted(set(ids))
+
+
+def reverify_with_progress(
+    partitions: Sequence[StoredPartition], sweep_id: str | None, stop: SweepStop, console: Console
+) -> list[ReverifyFailure]:
+    """Re-verify on a worker thread and draw the progress bar from this one, which also sees SIGINT and SIGTERM
+    (Dagster takes over signals only on the main thread): a signal lets the current partition finish."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from eval_pipelines.defs.runner import ReverifyFailure, reverify_partitions
+
+    failures: list[ReverifyFailure] = []
+    crashed: list[BaseException] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("re-verifying", total=len(partitions))
+
+        def on_progress(done: int, current: StoredPartition | None) -> None:
+            description = current.label if current is not None else "rebuilding the catalog"
+            progress.update(bar, completed=done, description=description)
+
+        def execute() -> None:
+            try:
+                failures.extend(reverify_partitions(partitions, sweep_id=sweep_id, on_progress=on_progress, stop=stop))
+            except Exception as exc:  # reported once, without a traceback on the user's terminal
+                crashed.append(exc)
+
+        worker = threading.Thread(target=execute, name="reverify", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(PROGRESS_SECONDS)
+            if stop.requested:
+                progress.update(bar, description=f"stopping ({stop.signal_name})")
+        progress.update(bar, description="stopped" if stop.requested else "done")
+    if crashed:
+        return [ReverifyFailure("reverify", f"it stopped: {type(crashed[0]).__name__}: {crashed[0]}")]
+    return failures
+
+
+def print_version_pass_rates(passes: Sequence[VerificationPass]) -> None:
+    """Each re-verified sweep x scenario x model's pass rate at every verification pass, oldest first, the current
+    one last; `change` is against the pass before, and the verifiers column says which verifier changed."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title="Pass rates by verifier version",
+        caption="one row per verification pass, the last of each group is the current version; errors are not in n",
+    )
+    columns = (
+        "scenario",
+        "model",
+        "sweep",
+        "verified (UTC)",
+        "verifiers changed",
+        "n",
+        "pass rate",
+        "errors",
+        "change",
+    )
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("n", "pass rate", "errors", "change") else "left")
+    groups: dict[tuple[str, str, str], list[VerificationPass]] = {}
+    for found in passes:
+        groups.setdefault((found.scenario_id, found.model_name, found.sweep_id), []).append(found)
+    for (scenario_id, model_name, sweep_id), group in groups.items():
+        for index, current in enumerate(group):
+            before = group[index - 1] if index else None
+            changed = "" if before is None else ", ".join(current.changed_verifiers(before)) or "none"
+            change = "" if before is None else _change(before.pass_rate, current.pass_rate)
+            table.add_row(
+                scenario_id if index == 0 else "",
+                model_name if index == 0 else "",
+                sweep_id if index == 0 else "",
+                current.verified_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
+                changed,
+                str(current.n),
+                _rate(current.pass_rate),
+                str(current.n_errors),
+                change,
+                style="bold" if index == len(group) - 1 else None,
+                end_section=index == len(group) - 1,
+            )
+    Console(width=150).print(table)
+
+
+def _change(before: float | None, after: float | None) -> str:
+    return "-" if before is None or after is None else f"{after - before:+.3f}"
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipelines.lib.progress import ProgressReporter
     from eval_pipelines.reports import ReportError, build_report
@@ -464,7 +618,7 @@ def cmd_generate_tasks(args: argparse.Namespace) -> int:
         return 1
     from eval_pipelines.defs.runner import register_scenario_partition
 
-    register_scenario_partition(partition_key(args.scenario_id))
+    register_scenario_partition(args.scenario_id)
     summary = results.filter_summary or {}
     print(f"wrote {len(results.tasks)} tasks to {folder}; filter summary: {json.dumps(summary, default=str)}")
     return 0
@@ -498,6 +652,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip-assessment", action="store_true", help="do not send verified rollouts to the assessment platform"
     )
     sweep.set_defaults(func=cmd_sweep)
+    reverify = sub.add_parser(
+        "reverify",
+        help="re-verify stored rollouts with the scenarios' current verifiers (no model runs) and compare the pass "
+        "rates by verifier version",
+    )
+    reverify.add_argument(
+        "--scenario",
+        action="extend",
+        nargs="+",
+        default=None,
+        metavar="ID",
+        help="only these scenarios (ids, e.g. email_ops:1.0.0); default: every scenario",
+    )
+    reverify.add_argument("--sweep", default=None, help="only this sweep's rollouts; default: every sweep's")
+    reverify.add_argument(
+        "--all",
+        action="store_true",
+        help="re-verify every stored partition of the selection, not only those without verdicts at the current "
+        "version (e.g. after a change outside the verifier package)",
+    )
+    reverify.set_defaults(func=cmd_reverify)
     sql = sub.add_parser("sql", help="run a read-only SQL query against data/eval.duckdb")
     sql.add_argument("query")
     sql.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")

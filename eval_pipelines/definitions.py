@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 
 from eval_pipelines.defs.evals.assets import build_error_check, build_scores_check
-from eval_pipelines.defs.evals.automation import abandoned_cli_runs, build_schedules, sweep_job, sync_sweep_partitions
+from eval_pipelines.defs.evals.automation import build_schedules, build_sensors, reverify_job, sweep_job
 from eval_pipelines.defs.evals.executors import celery_jobs, sweep_job_for_deployment
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from eval_pipelines.defs.registry import assets_by_name, build_assets
@@ -17,9 +17,9 @@ def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=build_assets(),
         asset_checks=[build_scores_check(), build_error_check()],
-        jobs=[sweep_job, *celery_jobs()],
+        jobs=[sweep_job, *celery_jobs(), reverify_job],
         schedules=build_schedules(sweep_job_for_deployment()),
-        sensors=[sync_sweep_partitions, abandoned_cli_runs],
+        sensors=build_sensors(sweep_job_for_deployment()),
         resources={"paths": EvalPaths(), "eval_service": EvalService(), "assessment_platform": AssessmentPlatform()},
     )
 

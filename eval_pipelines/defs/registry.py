@@ -7,23 +7,29 @@ import dagster as dg
 
 from eval_pipelines.defs.assessment.assets import ASSESSMENT_ASSETS
 from eval_pipelines.defs.evals.assets import (
-    build_verification_asset,
     eval_catalog,
+    eval_report,
     eval_run,
     rollouts,
     rubric_verification,
-    verifiers_code_version,
+    verification,
 )
 from eval_pipelines.defs.taskgen.assets import generated_tasks
-from eval_pipelines.inputs.scenarios import ScenarioCatalog
 
 
 def build_assets() -> list[dg.AssetsDefinition]:
     """The assets, unbound, in a stable order: eval_run, rollouts, verification, eval_catalog, then the
-    assessment assets. `verification`'s code version is read from the verifier sources each time
-    this runs (each code-location load), which is what lets a verifier edit trigger re-verification."""
-    verification = build_verification_asset(verifiers_code_version(ScenarioCatalog()))
-    return [eval_run, rollouts, verification, eval_catalog, *ASSESSMENT_ASSETS, generated_tasks, rubric_verification]
+    assessment assets, task generation, rubric verification and the report."""
+    return [
+        eval_run,
+        rollouts,
+        verification,
+        eval_catalog,
+        *ASSESSMENT_ASSETS,
+        generated_tasks,
+        rubric_verification,
+        eval_report,
+    ]
 
 
 def assets_by_name() -> dict[str, dg.AssetsDefinition]:

@@ -21,6 +21,7 @@ from eval_pipelines.defs.evals.assets import (
     build_error_check,
     build_scores_check,
 )
+from eval_pipelines.defs.evals.automation import REVERIFY_TAG
 from eval_pipelines.defs.evals.cli_runs import CLI_HOST_TAG, CLI_PID_TAG, Heartbeat, fail_abandoned_cli_runs
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
@@ -29,11 +30,13 @@ from eval_pipelines.inputs.paths import data_dir, project_root, scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.lib.sweep_control import SweepStop
 from eval_pipelines.local.services import local_evaluation_service
+from eval_pipelines.pipeline.reverification import StoredPartition
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 
 #: Set on a sweep's run that SIGINT or SIGTERM stopped, to the signal's name.
 INTERRUPTED_TAG = "eval_pipelines/interrupted"
 PARTITION_JOB = "__cli_sweep_partition"
+REVERIFY_JOB = "__cli_reverify_partition"
 #: Beside dagster.yaml: held while an instance is opened (see `open_instance`).
 INSTANCE_LOCK_FILE = ".eval_pipelines_instance.lock"
 SERVICE_KEY_ENV = "EVAL_SERVICE_API_KEY"
@@ -41,6 +44,8 @@ PARTITION_STEPS = ("eval_run", "rollouts", "verification", "rubric_verification"
 ASSESSMENT_STEPS = ("assessment_dataset", "judgements")
 #: The CLI's progress bar is its view of a sweep; Dagster's event stream stays in its storage and UI.
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+#: For runs whose failures the CLI reports itself, one line each (see `ReverifyFailure`).
+SILENT_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def open_instance() -> dg.DagsterInstance:
@@ -76,20 +81,83 @@ def _user_errors(result: dg.ExecuteInProcessResult) -> list[str]:
     return causes
 
 
-def _job_with_checks(steps: Sequence[dg.AssetsDefinition], resources: Mapping[str, object]) -> dg.JobDefinition:
+def _failure_cause(result: dg.ExecuteInProcessResult) -> str:
+    """The first failed step's error, one line: a `dg.Failure`'s description, else the innermost exception."""
+    for event in result.all_events:
+        data = event.step_failure_data if event.is_step_failure else None
+        if data is None:
+            continue
+        if data.user_failure_data is not None and data.user_failure_data.description:
+            return data.user_failure_data.description
+        error = data.error
+        while error is not None and error.cause is not None:
+            error = error.cause
+        if error is not None:
+            text = error.message.strip().splitlines()[0] if error.message.strip() else ""
+            # Dagster's message starts with the exception's qualified name: the class name says as much.
+            return f"{error.cls_name}: {text.partition(f'{error.cls_name}: ')[2] or text}"
+    return "the run failed (see `dagster dev -w workspace.yaml`)"
+
+
+def _job_with_checks(
+    steps: Sequence[dg.AssetsDefinition], resources: Mapping[str, object], name: str = PARTITION_JOB
+) -> dg.JobDefinition:
     """The partition's steps and the checks on them, as one job: `dg.materialize` takes no asset checks."""
     defs = dg.Definitions(
         assets=steps,
         asset_checks=[build_scores_check(), build_error_check()],
-        jobs=[dg.define_asset_job(PARTITION_JOB, selection=dg.AssetSelection.all())],
+        jobs=[dg.define_asset_job(name, selection=dg.AssetSelection.all())],
         resources=resources,
     )
-    return defs.resolve_job_def(PARTITION_JOB)
+    return defs.resolve_job_def(name)
 
 
-def register_scenario_partition(scenario_key: str) -> None:
+def _cli_tags() -> dict[str, str]:
+    """Tags that let `fail_abandoned_cli_runs` find this process's runs if it is killed."""
+    return {CLI_PID_TAG: str(os.getpid()), CLI_HOST_TAG: socket.gethostname()}
+
+
+def _execute_partition(
+    job: dg.JobDefinition,
+    instance: dg.DagsterInstance,
+    partition_key: dg.MultiPartitionKey,
+    tags: Mapping[str, str],
+    run_config: Mapping[str, object] = QUIET_CONSOLE,
+) -> dg.ExecuteInProcessResult:
+    """One partition's run of `job` in this process, with a heartbeat while it runs."""
+    run_id = str(uuid.uuid4())  # known before the run starts, so its heartbeat can tag it
+    with Heartbeat(instance, run_id):
+        return job.execute_in_process(
+            partition_key=partition_key,
+            instance=instance,
+            run_id=run_id,
+            tags=dict(tags),
+            run_config=dict(run_config),
+            raise_on_error=False,
+        )
+
+
+def _rebuild_catalog(
+    assets: Mapping[str, dg.AssetsDefinition],
+    instance: dg.DagsterInstance,
+    resources: Mapping[str, object],
+    tags: Mapping[str, str],
+    run_config: Mapping[str, object] = QUIET_CONSOLE,
+) -> dg.ExecuteInProcessResult:
+    """Materialise `eval_catalog`."""
+    return dg.materialize(
+        [assets["eval_catalog"]],
+        instance=instance,
+        resources=resources,
+        run_config=dict(run_config),
+        tags=dict(tags),
+        raise_on_error=False,
+    )
+
+
+def register_scenario_partition(scenario_id: str) -> None:
     with open_instance() as instance:
-        instance.add_dynamic_partitions(SCENARIOS.name or "scenarios", [scenario_key])
+        instance.add_dynamic_partitions(SCENARIOS.name or "scenarios", [scenario_id])
 
 
 @dataclass
@@ -140,40 +208,86 @@ class SweepRun:
             "assessment_platform": AssessmentPlatform(),
         }
         partition_job = _job_with_checks(steps, resources)
-        cli_tags = {CLI_PID_TAG: str(os.getpid()), CLI_HOST_TAG: socket.gethostname()}
+        cli_tags = _cli_tags()
         with self._local_service_held(), open_instance() as instance:
             self.abandoned_runs = fail_abandoned_cli_runs(instance)
             instance.add_dynamic_partitions(MODELS.name or "models", [m.name for m in self.sweep.models])
-            instance.add_dynamic_partitions(SCENARIOS.name or "scenarios", [s.key for s in self.scenarios])
+            instance.add_dynamic_partitions(SCENARIOS.name or "scenarios", [s.scenario_id for s in self.scenarios])
             for model, scenario in self.pairs:
                 if stop is not None and stop.requested:
                     break
                 on_pair(model, scenario)
-                run_id = str(uuid.uuid4())  # known before the run starts, so its heartbeat can tag it
-                with Heartbeat(instance, run_id):
-                    result = partition_job.execute_in_process(
-                        partition_key=partition_of(model.name, scenario.key),
-                        instance=instance,
-                        run_id=run_id,
-                        tags={SWEEP_TAG: self.sweep.name, SWEEP_ID_TAG: self.sweep_id, **cli_tags},
-                        run_config=QUIET_CONSOLE,
-                        raise_on_error=False,
-                    )
+                result = _execute_partition(
+                    partition_job,
+                    instance,
+                    partition_of(model.name, scenario.scenario_id),
+                    {SWEEP_TAG: self.sweep.name, SWEEP_ID_TAG: self.sweep_id, **cli_tags},
+                )
                 if stop is not None and stop.requested:
                     instance.add_run_tags(result.run_id, {INTERRUPTED_TAG: stop.signal_name})
                 if not result.success:
-                    self.failures.append(f"{model.name}|{scenario.key}")
+                    self.failures.append(f"{model.name}|{scenario.scenario_id}")
                     self.user_errors.extend(
                         f"{model.name} x {scenario.scenario_id}: {cause}" for cause in _user_errors(result)
                     )
-            catalog = dg.materialize(
-                [assets["eval_catalog"]],
-                instance=instance,
-                resources=resources,
-                run_config=QUIET_CONSOLE,
-                tags=cli_tags,
-                raise_on_error=False,
-            )
-            if not catalog.success:
+            if not _rebuild_catalog(assets, instance, resources, cli_tags).success:
                 self.failures.append("eval_catalog")
         return self.failures
+
+
+@dataclass(frozen=True)
+class ReverifyFailure:
+    """What failed in a re-verification, and why (one line): a partition's run (named `model|scenario`, as a sweep
+    names it) or the catalog's (`eval_catalog`, partition None)."""
+
+    name: str
+    cause: str
+    partition: StoredPartition | None = None
+
+
+def reverify_partitions(
+    partitions: Sequence[StoredPartition],
+    *,
+    sweep_id: str | None = None,
+    on_progress: Callable[[int, StoredPartition | None], None] = lambda done, current: None,
+    stop: SweepStop | None = None,
+) -> list[ReverifyFailure]:
+    """Materialise `verification` (with its checks) for each partition on the CLI's instance, then rebuild the
+    catalog once; returns what failed and why (empty when all passed).
+
+    With `sweep_id` only that sweep's rollouts are verified (the run tag `verification` reads), else every
+    sweep's. No model, agent or tool server runs, so no evaluation service is started. `on_progress(done,
+    current)` is called before each partition and once more (current None) before the catalog rebuild. Once
+    `stop` is requested no further partition starts; the catalog is still rebuilt over what was verified."""
+    assets = assets_by_name()
+    resources = {"paths": EvalPaths()}
+    job = _job_with_checks([assets["verification"]], resources, name=REVERIFY_JOB)
+    cli_tags = _cli_tags()
+    sweep_tags = {SWEEP_ID_TAG: sweep_id} if sweep_id is not None else {}
+    failures: list[ReverifyFailure] = []
+    with open_instance() as instance:
+        instance.add_dynamic_partitions(MODELS.name or "models", sorted({p.model_key for p in partitions}))
+        instance.add_dynamic_partitions(
+            SCENARIOS.name or "scenarios", sorted({p.scenario.scenario_id for p in partitions})
+        )
+        done = 0
+        for partition in partitions:
+            if stop is not None and stop.requested:
+                break
+            on_progress(done, partition)
+            result = _execute_partition(
+                job,
+                instance,
+                partition_of(partition.model_key, partition.scenario.scenario_id),
+                {REVERIFY_TAG: partition.verifier_version, **sweep_tags, **cli_tags},
+                SILENT_CONSOLE,
+            )
+            if not result.success:
+                name = f"{partition.model_key}|{partition.scenario.scenario_id}"
+                failures.append(ReverifyFailure(name, _failure_cause(result), partition))
+            done += 1
+        on_progress(done, None)
+        catalog = _rebuild_catalog(assets, instance, resources, cli_tags, SILENT_CONSOLE)
+        if not catalog.success:
+            failures.append(ReverifyFailure("eval_catalog", _failure_cause(catalog)))
+    return failures

@@ -93,6 +93,21 @@ def default_sweep_id(sweep: SweepConfig, day: dt.date | None = None) -> str:
     return f"{sweep.name}-{day:%Y%m%d}"
 
 
+def fires_more_than_daily(cron: str) -> bool:
+    """Whether a cron expression can fire more than once a day: its minute or hour field is not one number."""
+    minute, hour, *_ = cron.split()
+    return not (minute.isdigit() and hour.isdigit())
+
+
+def scheduled_sweep_id(sweep: SweepConfig, when: dt.datetime) -> str:
+    """The sweep id of a schedule's tick at `when`: the day's id for a cron that fires at most daily (a re-run that
+    day resumes it), and one per tick (`<name>-<YYYYmmdd>T<HHMM>`) for a cron that fires more often, so that each
+    tick is a sweep of its own rather than a resume of the day's first."""
+    if sweep.cron is not None and fires_more_than_daily(sweep.cron):
+        return f"{sweep.name}-{when.astimezone(dt.UTC):%Y%m%dT%H%M}"
+    return default_sweep_id(sweep, when.astimezone(dt.UTC).date())
+
+
 def run_name(sweep_id: str, scenario_id: str, model_name: str) -> str:
     return f"{sweep_id}.{partition_key(scenario_id)}.{model_name}"
 

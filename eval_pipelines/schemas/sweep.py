@@ -139,6 +139,17 @@ class SweepConfig(StrictModel):
         "verification asset check fails",
     )
 
+    @field_validator("cron")
+    @classmethod
+    def _five_field_cron(cls, value: str | None) -> str | None:
+        # Checked here so a malformed cron is a config error naming the field, not a code location that fails
+        # to load; the fields' own syntax is the scheduler's to check.
+        if value is not None and len(value.split()) != 5:
+            raise ValueError(
+                "cron must have five fields (minute hour day-of-month month day-of-week), e.g. '0 2 * * *'"
+            )
+        return value
+
     @field_validator("name")
     @classmethod
     def _safe_name(cls, value: str) -> str:

@@ -204,6 +204,34 @@ qualify row_number() over (
     key=("rollout_id", "verifier"),
 )
 
+#: A group of programmatic verdict rows counted (per rollout): the inputs of `_OUTCOME_ERROR_CLASS_SQL` and
+#: `_OUTCOME_SQL`.
+_VERDICT_COUNTS_SQL = """
+        count(*) as n_verifiers,
+        count(*) filter (where success) as passed_verifiers,
+        count(*) filter (where coalesce(is_error, false)) as broken_verifiers"""
+#: The error class of a rollout `r` (a `rollouts` row) given its verdicts `v` (`_VERDICT_COUNTS_SQL`, NULL when it
+#: has none); NULL when the outcome is the agent's. One home for `rollout_scores` and `verifier_version_pass_rates`.
+_OUTCOME_ERROR_CLASS_SQL = """case
+            when r.status in ('pending', 'running') then null
+            -- A verifier error is decided by the verdicts counted: re-verifying with a fixed verifier clears it.
+            when r.error_class is not null and r.error_class <> 'verifier' then r.error_class
+            when r.termination_reason = 'cost_ceiling' then 'budget'
+            when r.termination_reason in ('cancelled', 'server_restart') then 'cancelled'
+            when r.status = 'workspace_error' then 'tool_server'
+            when r.status = 'completed' and v.broken_verifiers > 0 then 'verifier'
+        end"""
+#: passed / failed / error, or NULL (running, or not verified), from the columns status, outcome_error_class,
+#: n_verifiers and passed_verifiers.
+_OUTCOME_SQL = """case
+        when status in ('pending', 'running') then null
+        when outcome_error_class is not null then 'error'
+        when status <> 'completed' then 'failed'
+        when n_verifiers is null then null
+        when passed_verifiers = n_verifiers then 'passed'
+        else 'failed'
+    end"""
+
 ROLLOUT_SCORES = MetricView(
     name="rollout_scores",
     doc="One row per rollout with its outcome and score from the latest programmatic verifier verdicts "
@@ -212,13 +240,10 @@ ROLLOUT_SCORES = MetricView(
     "else failed: the model endpoint, a tool server, an NPC model, a verifier, a cancel or the cost ceiling; "
     "`error_class` says which). Errors have reward NULL and are left out of every pass rate; unverified and "
     "running rollouts have outcome NULL.",
-    sql="""
+    sql=f"""
 with verdicts as (
     select
-        rollout_id,
-        count(*) as n_verifiers,
-        count(*) filter (where success) as passed_verifiers,
-        count(*) filter (where coalesce(is_error, false)) as broken_verifiers
+        rollout_id,{_VERDICT_COUNTS_SQL}
     from verifications_latest
     where kind = 'programmatic'
     group by rollout_id
@@ -228,15 +253,7 @@ classified as (
         r.*,
         v.n_verifiers,
         v.passed_verifiers,
-        case
-            when r.status in ('pending', 'running') then null
-            -- A verifier error is decided by the latest verdicts: re-verifying with a fixed verifier clears it.
-            when r.error_class is not null and r.error_class <> 'verifier' then r.error_class
-            when r.termination_reason = 'cost_ceiling' then 'budget'
-            when r.termination_reason in ('cancelled', 'server_restart') then 'cancelled'
-            when r.status = 'workspace_error' then 'tool_server'
-            when r.status = 'completed' and v.broken_verifiers > 0 then 'verifier'
-        end as outcome_error_class
+        {_OUTCOME_ERROR_CLASS_SQL} as outcome_error_class
     from rollouts as r
     left join verdicts as v using (rollout_id)
 )
@@ -254,14 +271,7 @@ select
     is_simulated,
     coalesce(n_verifiers, 0) as n_verifiers,
     coalesce(passed_verifiers, 0) as passed_verifiers,
-    case
-        when status in ('pending', 'running') then null
-        when outcome_error_class is not null then 'error'
-        when status <> 'completed' then 'failed'
-        when n_verifiers is null then null
-        when passed_verifiers = n_verifiers then 'passed'
-        else 'failed'
-    end as outcome,
+    {_OUTCOME_SQL} as outcome,
     outcome_error_class as error_class,
     case outcome when 'passed' then 1.0 when 'failed' then 0.0 end::double as reward,
     case
@@ -1148,6 +1158,96 @@ order by scenario_id, model_name
 )
 
 
+VERIFIER_VERSION_PASS_RATES = MetricView(
+    name="verifier_version_pass_rates",
+    doc="Pass rate per sweep x scenario x model at each verification pass: the programmatic verdicts one run of "
+    "`verification` wrote (one `verified_at`) with the scenario's verifiers at one version. Re-verifying after a "
+    "verifier edit adds a pass and keeps the older ones, so this compares versions (`eval-pipelines reverify` "
+    "prints it); re-verifying at the same version replaces that version's pass. The rule is `rollout_scores`'s, "
+    "applied to the pass's verdicts instead of the latest ones: a rollout passes iff every verifier passed in that "
+    "pass; a verifier error in the pass, or an error that is not the agent's (model endpoint, tool server, "
+    "cancel, budget), leaves it out of n; a rollout that did not complete fails in every pass.",
+    sql=f"""
+with verdicts as (
+    -- One run of `verification` stamps every verdict it writes for a partition with one verified_at.
+    select
+        sweep_id,
+        scenario_id,
+        model_name,
+        verified_at,
+        rollout_id,{_VERDICT_COUNTS_SQL},
+        list(verifier || '=' || verifier_version) as versions
+    from verifications
+    where kind = 'programmatic'
+    group by sweep_id, scenario_id, model_name, verified_at, rollout_id
+),
+passes as (
+    select
+        sweep_id,
+        scenario_id,
+        model_name,
+        verified_at,
+        list_sort(list_distinct(flatten(list(versions)))) as verifier_versions
+    from verdicts
+    group by sweep_id, scenario_id, model_name, verified_at
+),
+classified as (
+    -- Every rollout of the pass's partition and sweep: one the pass did not verify still counts as an error or
+    -- an unfinished agent, as in `rollout_scores`.
+    select
+        p.sweep_id,
+        p.scenario_id,
+        p.model_name,
+        p.verified_at,
+        p.verifier_versions,
+        r.status,
+        v.n_verifiers,
+        v.passed_verifiers,
+        {_OUTCOME_ERROR_CLASS_SQL} as outcome_error_class
+    from passes as p
+    join rollouts as r
+        on r.sweep_id = p.sweep_id and r.scenario_id = p.scenario_id and r.model_name = p.model_name
+    left join verdicts as v on v.rollout_id = r.rollout_id and v.verified_at = p.verified_at
+),
+scored as (
+    select *, {_OUTCOME_SQL} as outcome from classified
+)
+select
+    sweep_id,
+    scenario_id,
+    model_name,
+    verified_at,
+    any_value(verifier_versions) as verifier_versions,
+    count(*) filter (where outcome in ('passed', 'failed')) as n,
+    count(*) filter (where outcome is null) as n_unscored,
+    count(*) filter (where outcome = 'passed') as passes,
+    passes / nullif(n, 0) as pass_rate,
+    count(*) filter (where outcome = 'error') as n_errors,
+    {_error_share_sql("")} as error_share
+from scored
+group by sweep_id, scenario_id, model_name, verified_at
+""",
+    columns=(
+        ("sweep_id", "Sweep that launched the rollouts."),
+        ("scenario_id", "Raw scenario id."),
+        ("model_name", "The model's name in the sweep config."),
+        ("verified_at", "When the pass ran: orders the versions of one sweep x scenario x model."),
+        (
+            "verifier_versions",
+            "`verifier=version` of every verifier that judged the pass, sorted: which verifier changed between "
+            "two passes.",
+        ),
+        ("n", "Rollouts passed or failed in this pass (errors are left out)."),
+        ("n_unscored", "Rollouts without a verdict in this pass (not verified by it, or still running)."),
+        ("passes", "Rollouts every verifier passed in this pass."),
+        ("pass_rate", "passes / n (NULL when n = 0)."),
+        ("n_errors", "Rollouts with a verifier error in this pass, or an error that is not the agent's; not in n."),
+        ("error_share", "n_errors / (n + n_errors)."),
+    ),
+    key=("sweep_id", "scenario_id", "model_name", "verified_at"),
+)
+
+
 METRIC_VIEWS: tuple[MetricView, ...] = (
     VERIFICATIONS_LATEST,
     ROLLOUT_SCORES,
@@ -1165,6 +1265,7 @@ METRIC_VIEWS: tuple[MetricView, ...] = (
     JUDGE_SCORES_BY_MODEL,
     JUDGE_VERIFIER_AGREEMENT,
     RUBRIC_VERIFIER_AGREEMENT,
+    VERIFIER_VERSION_PASS_RATES,
 )
 
 

@@ -183,6 +183,12 @@ class Warehouse:
         folder = self.path_for(table_name, model_key=model_key, scenario_key=scenario_key, file_stem="x").parent
         return sorted(p for p in folder.glob(f"*{PARQUET_SUFFIX}") if p.is_file())
 
+    def models_of_scenario(self, table_name: str, scenario_key: str) -> list[str]:
+        """The model keys that have a partition folder of `table_name` for this scenario, sorted."""
+        self._model_scenario_spec(table_name)
+        folders = self.table_dir(table_name).glob(f"{HIVE_MODEL}=*/{HIVE_SCENARIO}={scenario_key}")
+        return sorted(p.parent.name.partition("=")[2] for p in folders if p.is_dir())
+
     def partition_rows(
         self,
         table_name: str,

@@ -34,12 +34,12 @@ def test_judgements_cover_every_rollout(tmp_path: Path) -> None:
     }
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(MODELS.name or "", ["sim-oracle"])
-    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops_1.0.0"])
+    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops:1.0.0"])
     assets = assets_by_name()
     steps = [assets[k] for k in ("eval_run", "rollouts", "verification", "assessment_dataset", "judgements")]
     result = dg.materialize(
         steps,
-        partition_key=partition_of("sim-oracle", "email_ops_1.0.0"),
+        partition_key=partition_of("sim-oracle", "email_ops:1.0.0"),
         instance=instance,
         resources=resources,
         tags={SWEEP_TAG: "assess", SWEEP_ID_TAG: "assess-1"},
@@ -55,7 +55,7 @@ def test_judgements_cover_every_rollout(tmp_path: Path) -> None:
     assert kinds == {k: set(rollouts.column("rollout_id").to_pylist()) for k in ("quality", "safety")}
 
     synth = dg.materialize(
-        [assets["synthetic_rows"]], partition_key="email_ops_1.0.0", instance=instance, resources=resources
+        [assets["synthetic_rows"]], partition_key="email_ops:1.0.0", instance=instance, resources=resources
     )
     assert synth.success
     rows = pq.read_table(next((data / "warehouse" / "synthetic_rows" / "scenario=email_ops_1.0.0").glob("*.parquet")))

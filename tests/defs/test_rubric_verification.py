@@ -36,13 +36,13 @@ def test_rubric_judge_verdicts_feed_agreement_not_pass_rates(tmp_path: Path) -> 
     }
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(MODELS.name or "", ["sim-oracle", "sim-noop"])
-    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops_1.0.0"])
+    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops:1.0.0"])
     assets = assets_by_name()
     steps = [assets[k] for k in ("eval_run", "rollouts", "verification", "rubric_verification")]
     for model in ("sim-oracle", "sim-noop"):
         result = dg.materialize(
             steps,
-            partition_key=partition_of(model, "email_ops_1.0.0"),
+            partition_key=partition_of(model, "email_ops:1.0.0"),
             instance=instance,
             resources=resources,
             tags={SWEEP_TAG: "judged", SWEEP_ID_TAG: "judged-1"},

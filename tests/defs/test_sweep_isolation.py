@@ -32,7 +32,7 @@ rollout_count: 2
 rubric_judge: {name: sim-judge, model: sim-judge, base_url: "sim://local"}
 """
 STEPS = ("eval_run", "rollouts", "verification", "rubric_verification", "assessment_dataset", "judgements")
-PARTITION = partition_of("sim-noisy", "email_ops_1.0.0")
+PARTITION = partition_of("sim-noisy", "email_ops:1.0.0")
 PART = Path("model=sim-noisy") / "scenario=email_ops_1.0.0"
 
 
@@ -71,7 +71,7 @@ def test_a_second_sweep_leaves_the_first_sweeps_verdicts_as_they_were(tmp_path: 
     }
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(MODELS.name or "", ["sim-noisy"])
-    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops_1.0.0"])
+    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops:1.0.0"])
     assets = assets_by_name()
     steps = [assets[k] for k in STEPS]
 

@@ -40,7 +40,7 @@ def setup(tmp_path: Path) -> tuple[dg.DagsterInstance, dict[str, object], Path]:
     }
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(MODELS.name or "", ["sim-oracle", "sim-noop"])
-    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops_1.0.0"])
+    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops:1.0.0"])
     return instance, resources, data
 
 
@@ -48,7 +48,7 @@ def _materialise(instance: dg.DagsterInstance, resources: dict[str, object], mod
     verification = build_assets()[2]
     return dg.materialize(
         [eval_run, rollouts, verification],
-        partition_key=partition_of(model, "email_ops_1.0.0"),
+        partition_key=partition_of(model, "email_ops:1.0.0"),
         instance=instance,
         resources=resources,
         tags={SWEEP_TAG: "tiny", SWEEP_ID_TAG: "tiny-test"},

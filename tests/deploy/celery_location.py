@@ -21,7 +21,7 @@ from eval_pipelines.defs.evals.executors import CELERY_SWEEP_JOB, celery_sweep_j
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 
-SCENARIO_KEY = "email_ops_1.0.0"
+SCENARIO_KEY = "email_ops:1.0.0"
 
 
 def sweep_job_on_celery() -> dg.JobDefinition:

@@ -24,7 +24,7 @@ from eval_pipelines.inputs.paths import DATA_DIR_ENV, SWEEPS_DIR_ENV, project_ro
 REPO = project_root()
 POSTGRES_DAGSTER_YAML = REPO / "deploy" / "postgres" / "dagster.yaml"
 ROOT_DAGSTER_YAML = REPO / "dagster.yaml"
-SCENARIO_KEY = "email_ops_1.0.0"
+SCENARIO_KEY = "email_ops:1.0.0"
 
 PG_DEFAULTS = {
     "DAGSTER_PG_HOST": "127.0.0.1",

@@ -288,10 +288,10 @@ def test_a_user_error_inside_a_step_is_not_retried(tmp_path: Path) -> None:
     data = tmp_path / "data"
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(MODELS.name or "", ["sim-oracle"])
-    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops_1.0.0"])
+    instance.add_dynamic_partitions(SCENARIOS.name or "", ["email_ops:1.0.0"])
     result = dg.materialize(
         [assets_by_name()["eval_run"]],
-        partition_key=partition_of("sim-oracle", "email_ops_1.0.0"),
+        partition_key=partition_of("sim-oracle", "email_ops:1.0.0"),
         instance=instance,
         resources={
             "paths": EvalPaths(data_dir=str(data), sweeps_dir=str(sweeps)),

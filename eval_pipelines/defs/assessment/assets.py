@@ -17,6 +17,24 @@ from eval_pipelines.pipeline.assessment import (
 from eval_pipelines.warehouse.store import Warehouse
 
 GROUP = "assessment"
+#: The data version of a partition with nothing to upload.
+NO_ROWS = "no-rows"
+
+#: Judge a partition when it is new, or when the dataset's data version (a hash of what the judges read: the
+#: conversations and responses, not the verifiers' labels) changed since the last evaluation. A re-verification
+#: re-uploads relabelled rows under the same data version, so it costs no judge call; a new sweep's rollouts
+#: change it. Written like `eager()` with `any_deps_updated` narrowed to data-version changes.
+JUDGE_CONDITION = (
+    (
+        dg.AutomationCondition.newly_missing()
+        | dg.AutomationCondition.any_deps_match(
+            dg.AutomationCondition.data_version_changed() & ~dg.AutomationCondition.executed_with_root_target()
+        ).with_label("judge_inputs_changed")
+    ).since_last_handled()
+    & ~dg.AutomationCondition.any_deps_missing()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+).with_label("eager_on_judge_inputs")
 
 
 def _assessed(context: dg.AssetExecutionContext, paths: EvalPaths) -> AssessedPartition:
@@ -41,9 +59,11 @@ def assessment_dataset(
 ) -> dg.MaterializeResult:
     manifest = assessment_dataset_step(assessment_platform.target(), _assessed(context, paths))
     if manifest is None:
-        return dg.MaterializeResult(metadata={"rows": 0})
+        return dg.MaterializeResult(metadata={"rows": 0}, data_version=dg.DataVersion(NO_ROWS))
     return dg.MaterializeResult(
-        metadata={"dataset_id": manifest.dataset_id, "dataset": manifest.dataset_name, "rows": len(manifest.rows)}
+        metadata={"dataset_id": manifest.dataset_id, "dataset": manifest.dataset_name, "rows": len(manifest.rows)},
+        # What the judges read: `judgements` re-runs only when this changes (see JUDGE_CONDITION).
+        data_version=dg.DataVersion(manifest.judge_inputs or manifest.digest),
     )
 
 
@@ -54,7 +74,7 @@ def assessment_dataset(
     kinds={"parquet"},
     metadata=table_definition("judgements"),
     pool=LLM_POOL,
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=JUDGE_CONDITION,
     description="Scores every uploaded row with a quality judge and a safety judge (higher = more concerning) "
     "and writes the judgements table.",
 )

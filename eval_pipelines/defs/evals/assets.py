@@ -1,7 +1,6 @@
 """The sweep's assets: eval_run -> rollouts -> verification -> eval_catalog. Each one calls a Dagster-free
 step and reports what it wrote."""
 
-import hashlib
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -14,7 +13,7 @@ from eval_pipelines.clients.errors import BadRequest, ServiceError
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
 from eval_pipelines.defs.table_metadata import table_definition, table_rows
-from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError, ScenarioFiles
+from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles
 from eval_pipelines.inputs.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.pipeline.health import partition_error_share
 from eval_pipelines.pipeline.steps import (
@@ -28,7 +27,7 @@ from eval_pipelines.pipeline.steps import (
     verify_partition,
 )
 from eval_pipelines.pipeline.summary import markdown_table
-from eval_pipelines.reports import pass_rate_summary
+from eval_pipelines.reports import ReportError, build_report, pass_rate_summary
 from eval_pipelines.reports.viewer.links import rollouts_link
 from eval_pipelines.runtime.local import shared_runtime
 from eval_pipelines.schemas.runs import RunLaunchRequest
@@ -84,9 +83,9 @@ def _partition_work(context: dg.AssetExecutionContext, paths: EvalPaths) -> Part
 def _find_partition_work(context: dg.AssetExecutionContext, paths: EvalPaths) -> PartitionWork | None:
     """The run this partition stands for; None when no sweep config pairs its model and scenario.
 
-    Both partition dimensions are dynamic, so every model x scenario combination exists as a partition. A pair
-    that no sweep asks for materialises as an explicit no-op, which keeps declarative automation (`on_missing`)
-    safe to enable for the whole grid. A run tag naming a sweep is a direct request and must match.
+    Both partition dimensions are dynamic, so every model x scenario combination exists as a partition. Nothing
+    automatic requests a pair no sweep names (docs/architecture.md, "Automation"); one materialised by hand in the
+    UI is an explicit no-op. A run tag naming a sweep is a direct request and must match.
     """
     model_key, scenario_key = keys_of(context)
     sweeps = paths.sweeps()
@@ -138,7 +137,6 @@ NOT_IN_SWEEP: dict[str, Any] = {
     group_name=GROUP,
     kinds={"python"},
     retry_policy=SERVICE_STEP_RETRY,
-    automation_condition=dg.AutomationCondition.on_missing(),
     description="Launches (or resumes) the evaluation run of one scenario x model: POST /runs with an "
     "idempotent run_name.",
 )
@@ -174,7 +172,6 @@ def eval_run(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
     metadata=table_definition("rollouts"),
     pool=LLM_POOL,
     retry_policy=LLM_STEP_RETRY,
-    automation_condition=dg.AutomationCondition.on_missing(),
     description="Waits for the run eval_run launched and writes its rollouts, messages, tool_calls and state_diffs "
     "to Parquet.",
 )
@@ -228,60 +225,48 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
     )
 
 
-#: Re-verify after a verifier edit (the code version follows the verifier sources) or new rollouts, exactly once.
-_REVERIFY_TRIGGER: dg.AutomationCondition[Any] = (
-    dg.AutomationCondition.code_version_changed() | dg.AutomationCondition.any_deps_updated()
+#: Verify a partition's rollouts when they are written outside a run that verifies them too (a manual
+#: materialisation of `rollouts`), once. A verifier edit is not a trigger here: each scenario's verifiers have their
+#: own version, and the `reverify_changed_verifiers` sensor requests exactly the partitions of the scenario whose
+#: verifiers changed (an asset's code version is one for all its partitions, so it would re-verify them all).
+VERIFY_CONDITION = dg.AutomationCondition.eager()
+
+
+@dg.asset(
+    name="verification",
+    partitions_def=SCENARIO_MODEL,
+    group_name=GROUP,
+    deps=[rollouts],
+    kinds={"parquet"},
+    metadata=table_definition("verifications"),
+    automation_condition=VERIFY_CONDITION,
+    description="Runs the scenario's verifiers over every stored rollout of the partition (no agent re-run); "
+    "rows carry the verifier version.",
 )
-#: Re-verify after a verifier edit (the code version follows the verifier sources) or new rollouts, exactly once.
-REVERIFY_CONDITION = (
-    _REVERIFY_TRIGGER.since_last_handled()
-    & ~dg.AutomationCondition.any_deps_missing()
-    & ~dg.AutomationCondition.any_deps_in_progress()
-    & ~dg.AutomationCondition.in_progress()
-)
-
-
-def build_verification_asset(code_version: str) -> dg.AssetsDefinition:
-    """The verification asset, versioned by the verifiers it runs (see `verifiers_code_version`)."""
-
-    @dg.asset(
-        name="verification",
-        partitions_def=SCENARIO_MODEL,
-        group_name=GROUP,
-        deps=[rollouts],
-        kinds={"parquet"},
-        metadata=table_definition("verifications"),
-        code_version=code_version,
-        automation_condition=REVERIFY_CONDITION,
-        description="Runs the scenario's verifiers over every stored rollout of the partition (no agent re-run); "
-        "rows carry the verifier version.",
+def verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
+    model_key, scenario_key = keys_of(context)
+    scenario = paths.catalog().get(scenario_key)
+    # A sweep's run verifies that sweep's rollouts; a run without one (a verifier changed) verifies them all.
+    sweep_id = context.run.tags.get(SWEEP_ID_TAG)
+    summary = verify_partition(Warehouse(paths.warehouse), scenario, model_key, scenario_key, sweep_id=sweep_id)
+    rate = summary.passed / summary.rollouts_verified if summary.rollouts_verified else 0.0
+    if summary.verifier_errors:
+        context.log.warning(f"{summary.verifier_errors} rollouts got no verdict: verifier errors, not failures")
+    context.log.info(
+        f"verifier version {summary.verifier_version}: {summary.passed}/{summary.rollouts_verified} passed"
     )
-    def verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
-        model_key, scenario_key = keys_of(context)
-        scenario = paths.catalog().get(scenario_key)
-        # A sweep's run verifies that sweep's rollouts; a run without one (a verifier changed) verifies them all.
-        sweep_id = context.run.tags.get(SWEEP_ID_TAG)
-        summary = verify_partition(Warehouse(paths.warehouse), scenario, model_key, scenario_key, sweep_id=sweep_id)
-        rate = summary.passed / summary.rollouts_verified if summary.rollouts_verified else 0.0
-        if summary.verifier_errors:
-            context.log.warning(f"{summary.verifier_errors} rollouts got no verdict: verifier errors, not failures")
-        context.log.info(
-            f"verifier version {summary.verifier_version}: {summary.passed}/{summary.rollouts_verified} passed"
-        )
-        return dg.MaterializeResult(
-            metadata={
-                "verifier_version": summary.verifier_version,
-                "rollouts_verified": summary.rollouts_verified,
-                "passed": summary.passed,
-                "pass_rate": round(rate, 4),
-                "verifier_errors": summary.verifier_errors,
-                "skipped": summary.skipped,
-                "rows": summary.rows_written,
-                **table_rows("verifications", summary.rows_written),
-            }
-        )
-
-    return verification
+    return dg.MaterializeResult(
+        metadata={
+            "verifier_version": summary.verifier_version,
+            "rollouts_verified": summary.rollouts_verified,
+            "passed": summary.passed,
+            "pass_rate": round(rate, 4),
+            "verifier_errors": summary.verifier_errors,
+            "skipped": summary.skipped,
+            "rows": summary.rows_written,
+            **table_rows("verifications", summary.rows_written),
+        }
+    )
 
 
 def build_scores_check() -> dg.AssetChecksDefinition:
@@ -409,17 +394,26 @@ def rubric_verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> 
     )
 
 
+#: Rebuild the catalog after any verdict or judgement lands, whoever wrote it (a schedule's run, a backfill, the
+#: re-verification sensor, the UI), once the writes in flight are done. Missing upstream partitions do not hold
+#: it back: the catalog is a set of views over whatever exists, and the model x scenario grid holds pairs that no
+#: sweep asks for (two sweeps with different models and scenarios), which stay missing for good.
+CATALOG_CONDITION = (
+    dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing()).with_label("after_any_update")
+)
+
+
 @dg.asset(
     group_name=GROUP,
     deps=["verification", "rubric_verification", "judgements"],
     kinds={"duckdb"},
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=CATALOG_CONDITION,
     description="DuckDB catalog (data/eval.duckdb): views over every Parquet table plus pass_rates and the metric "
     "views. Open it read-only.",
 )
 def eval_catalog(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
     summary = build_catalog(paths.warehouse, paths.duckdb)
-    latest = pass_rate_summary(paths.duckdb, chart_path=paths.root / "reports" / "pass_rates.png")
+    latest = pass_rate_summary(paths.duckdb, chart_path=paths.reports / "pass_rates.png")
     metadata: dict[str, Any] = {
         "path": str(paths.duckdb),
         "views": len(summary.views),
@@ -432,10 +426,24 @@ def eval_catalog(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.Mate
     return dg.MaterializeResult(metadata=metadata)
 
 
-def verifiers_code_version(catalog: ScenarioCatalog) -> str:
-    """A hash of every scenario's verifier sources: editing any verifier changes `verification`'s code version."""
+@dg.asset(
+    group_name=GROUP,
+    deps=[eval_catalog],
+    kinds={"html"},
+    automation_condition=dg.AutomationCondition.eager(),
+    description="The HTML report of the latest sweep with its PNG charts (data/reports/report.html), as "
+    "`eval-pipelines report` writes it; rebuilt after each catalog build.",
+)
+def eval_report(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
     try:
-        versions = [f"{s.key}={package_version(s.verifiers_dir)}" for s in catalog.all()]
-    except (OSError, ScenarioError):
-        return "unreadable"  # a broken scenario must not stop the code location from loading
-    return hashlib.sha256(";".join(versions).encode()).hexdigest()[:16]
+        files = build_report(paths.duckdb, paths.report_html)
+    except ReportError as exc:  # nothing to report yet (an empty catalog): not a failure of this step
+        context.log.info(f"no report: {exc}")
+        return dg.MaterializeResult(metadata={"report": dg.MetadataValue.text(f"none: {exc}")})
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(files.html)),
+            "sweep_id": dg.MetadataValue.text(files.sweep_id),
+            "charts": len(files.charts),
+        }
+    )

@@ -43,6 +43,15 @@ class EvalPaths(dg.ConfigurableResource):
         return self.root / "eval.duckdb"
 
     @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def report_html(self) -> Path:
+        """Where the report asset writes, and `eval-pipelines report` by default."""
+        return self.reports / "report.html"
+
+    @property
     def traces(self) -> Path:
         return self.root / "artifacts"
 

@@ -158,6 +158,17 @@ def rows_digest(rows: Sequence[AssessmentRow]) -> str:
     return digest.hexdigest()
 
 
+def judge_inputs_digest(rows: Sequence[AssessmentRow]) -> str:
+    """A content hash of what the judges read: which rollouts, their conversations and responses, but not the
+    `ground_truth` label, which the verifiers set. A verifier change relabels rows (they are uploaded again) but
+    gives the judges nothing new to judge, so they are not asked again."""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(json.dumps([row.ref.sweep_id, row.ref.rollout_id]).encode())
+        digest.update(row.row.model_dump_json(exclude={"ground_truth"}).encode())
+    return digest.hexdigest()
+
+
 @dataclass(frozen=True)
 class DatasetManifest:
     """What `assessment_dataset` uploaded, for `judgements`: the platform dataset and, in upload order, the
@@ -169,6 +180,8 @@ class DatasetManifest:
     rows: tuple[RolloutRef, ...]
     #: `rows_digest` of what was uploaded: a re-run with the same rows reuses the dataset instead of uploading.
     digest: str = ""
+    #: `judge_inputs_digest` of what was uploaded: the judgements are stale only when this changes.
+    judge_inputs: str = ""
 
     def save(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,6 +200,7 @@ class DatasetManifest:
             dataset_name=data["dataset_name"],
             rows=tuple(RolloutRef(**r) for r in data["rows"]),
             digest=data.get("digest", ""),
+            judge_inputs=data.get("judge_inputs", ""),
         )
 
 
@@ -223,7 +237,9 @@ async def upload_partition(
     )
     if upload.data.rows != len(rows):
         raise AssessmentError(f"the platform stored {upload.data.rows} row(s), {len(rows)} were uploaded")
-    return DatasetManifest(upload.data.dataset_id, space_id, name, tuple(r.ref for r in rows), digest)
+    return DatasetManifest(
+        upload.data.dataset_id, space_id, name, tuple(r.ref for r in rows), digest, judge_inputs_digest(rows)
+    )
 
 
 @dataclass(frozen=True)
