@@ -165,9 +165,9 @@ def write_bench_scenario(
     """A catalog folder holding one scenario, `bench_email`, whose `task_count` tasks are copies of the source task
     (same instruction, seed, reference actions and verifier), so N tasks x k rollouts mirrors N samples x k epochs.
     """
-    from eval_pipelines.inputs.scenarios import default_scenarios_dir
+    from eval_pipelines.inputs.paths import builtin_scenarios_dir
 
-    source = source or default_scenarios_dir() / SOURCE_SCENARIO
+    source = source or builtin_scenarios_dir() / SOURCE_SCENARIO
     # A unique folder name: the verifier loader names a package by its folder and content, so two copies with the
     # same name in one process (the in-process smoke tests) would share the first copy's, possibly deleted, path.
     target = scenarios_dir / f"bench_email_{uuid.uuid4().hex[:8]}"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipelines.inputs.paths import data_dir, scenarios_dir, sweeps_dir
+from eval_pipelines.inputs.paths import PROJECT_DIR_ENV, data_dir, project_dir, scenarios_dir, sweeps_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.inputs.sweeps import (
     ConfigError,
@@ -61,7 +61,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from eval_pipelines.defs.runner import SweepRun
 
     console = Console(stderr=True)
-    config_path = Path(args.config).resolve()
+    config_path = Path(args.config).resolve() if args.config else sweeps_dir() / "default.yaml"
     sweep = load_sweep(config_path)
     catalog = ScenarioCatalog()
     scenarios = checked_scenarios(sweep, catalog, config_path)
@@ -489,7 +489,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     db = Path(args.db) if args.db else data_dir() / "eval.duckdb"
     try:
         with ProgressReporter(None, "report", transient=True) as progress:
-            files = build_report(db, Path(args.out), sweep_id=args.sweep, progress=progress)
+            out = Path(args.out) if args.out else data_dir() / "reports" / "report.html"
+            files = build_report(db, out, sweep_id=args.sweep, progress=progress)
     except ReportError as exc:
         raise UserError(str(exc)) from None
     print(f"sweep {files.sweep_id}: {files.html}")
@@ -624,6 +625,29 @@ def cmd_generate_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def use_project_dir(path: Path) -> None:
+    """Make `path` the project directory of this process and of every process it starts (services, workers,
+    Dagster runs), which read it from the environment."""
+    if not path.is_dir():
+        raise UserError(f"--project-dir: {path} is not a directory")
+    os.environ[PROJECT_DIR_ENV] = str(path.resolve())
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from eval_pipelines.inputs.scaffold import ScaffoldError, scaffold_project
+
+    root = Path(args.directory) if args.directory else project_dir()
+    try:
+        made = scaffold_project(root, force=args.force)
+    except ScaffoldError as exc:
+        raise UserError(str(exc)) from None
+    for path in made.written:
+        print(f"wrote {path.relative_to(made.root)}")
+    where = "" if made.root == Path.cwd().resolve() else f"cd {made.root} && "
+    print(f"next: {where}eval-pipelines sweep   (then `dagster dev -w workspace.yaml` for the UI)")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run a local service in the foreground; each service parses its own options."""
     if args.service == "platform":
@@ -637,9 +661,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eval-pipelines", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--project-dir",
+        default=None,
+        help="the project directory (sweeps/, scenarios/, data/, dagster.yaml); default: $EVAL_PIPELINES_PROJECT_DIR, "
+        "else the current directory",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
+    init = sub.add_parser(
+        "init", help="make a project directory: a sweep config, an example scenario, dagster.yaml, workspace.yaml"
+    )
+    init.add_argument("directory", nargs="?", default=None, help="default: the project directory")
+    init.add_argument("--force", action="store_true", help="replace the files it would write")
+    init.set_defaults(func=cmd_init)
     sweep = sub.add_parser("sweep", help="run a model-comparison sweep through Dagster and print pass rates")
-    sweep.add_argument("--config", default=str(sweeps_dir() / "default.yaml"))
+    sweep.add_argument(
+        "--config", default=None, help="a sweep config; default: sweeps/default.yaml of the project (else the built-in)"
+    )
     sweep.add_argument("--sweep-id", default=None, help="default: <sweep name>-<UTC date>; re-runs resume it")
     sweep.add_argument(
         "--backend",
@@ -680,7 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
     sql.set_defaults(func=cmd_sql)
     report = sub.add_parser("report", help="write a self-contained HTML report with PNG charts for one sweep")
     report.add_argument("--sweep", default=None, help="sweep id; default: the most recently started sweep")
-    report.add_argument("--out", default=str(data_dir() / "reports" / "report.html"), help="HTML path; PNGs beside it")
+    report.add_argument("--out", default=None, help="HTML path, PNGs beside it; default: data/reports/report.html")
     report.add_argument("--db", default=None, help="catalog to read; default: data/eval.duckdb")
     report.set_defaults(func=cmd_report)
     export = sub.add_parser(
@@ -712,7 +750,7 @@ def build_parser() -> argparse.ArgumentParser:
     importer = sub.add_parser("import", help="import a SimLab task bundle (tasks/*.json, verifiers/*.py) as a scenario")
     importer.add_argument("bundle", help="the bundle folder")
     importer.add_argument("--scenario-id", default=None, help="default: <folder name>:1.0.0")
-    importer.add_argument("--scenarios-dir", default=None, help="default: data/scenarios")
+    importer.add_argument("--scenarios-dir", default=None, help="default: the project's scenarios/")
     importer.add_argument("--overwrite", action="store_true", help="replace a scenario of the same id")
     importer.set_defaults(func=cmd_import)
     generate = sub.add_parser(
@@ -740,6 +778,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     make_undumpable()
     args = build_parser().parse_args(argv)
     try:
+        if args.project_dir is not None:
+            use_project_dir(Path(args.project_dir))
         return int(args.func(args))
     except (ConfigError, ScenarioError, UserError) as exc:
         print(f"eval-pipelines: error: {exc}", file=sys.stderr)

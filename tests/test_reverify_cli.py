@@ -20,7 +20,7 @@ import pytest
 from eval_pipelines.cli import EXIT_STEP_FAILED, EXIT_USER_ERROR, main
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG
 from eval_pipelines.defs.evals.automation import REVERIFY_TAG
-from eval_pipelines.inputs.paths import DATA_DIR_ENV, SCENARIOS_DIR_ENV, SWEEPS_DIR_ENV, scenarios_dir
+from eval_pipelines.inputs.paths import DATA_DIR_ENV, SCENARIOS_DIR_ENV, SWEEPS_DIR_ENV, builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.verifiers.loader import package_version, verifier_version
 from tests.reliability.support_runs import make_dagster_home
@@ -83,7 +83,9 @@ class Project:
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
     scenarios = tmp_path / "scenarios"
     for family in ("email_ops", "office_ops"):
-        shutil.copytree(scenarios_dir() / family, scenarios / family, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            builtin_scenarios_dir() / family, scenarios / family, ignore=shutil.ignore_patterns("__pycache__")
+        )
     sweeps = tmp_path / "sweeps"
     sweeps.mkdir()
     project = Project(scenarios, sweeps, tmp_path / "data", make_dagster_home(tmp_path / "dagster_home"))

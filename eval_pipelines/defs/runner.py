@@ -26,7 +26,7 @@ from eval_pipelines.defs.evals.cli_runs import CLI_HOST_TAG, CLI_PID_TAG, Heartb
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from eval_pipelines.defs.registry import assets_by_name
-from eval_pipelines.inputs.paths import data_dir, project_root, scenarios_dir
+from eval_pipelines.inputs.paths import dagster_config_dir, data_dir, project_dir, scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.lib.sweep_control import SweepStop
 from eval_pipelines.local.services import local_evaluation_service
@@ -49,21 +49,22 @@ SILENT_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def open_instance() -> dg.DagsterInstance:
-    """`$DAGSTER_HOME`'s instance, else the repository's dagster.yaml (storage under data/dagster).
+    """`$DAGSTER_HOME`'s instance, else the project directory's `dagster.yaml` (or, in a project without one, the
+    package's template of it), with its storage under the project's `data/dagster`.
 
     Opening is serialised across processes: the first open of a fresh instance creates its storage schema, and
     two sweeps starting at once on one home would otherwise race to create it."""
-    home = Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else project_root()
+    home = Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else project_dir()
     if not os.environ.get("DAGSTER_HOME"):
-        # Relative paths in the repository's dagster.yaml are relative to the repository root.
-        os.chdir(project_root())
+        # Relative paths in a project's dagster.yaml are relative to the project directory.
+        os.chdir(project_dir())
     with open(home / INSTANCE_LOCK_FILE, "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
             if os.environ.get("DAGSTER_HOME"):
                 instance = dg.DagsterInstance.get()
             else:
-                instance = dg.DagsterInstance.from_config(str(project_root()))
+                instance = dg.DagsterInstance.from_config(str(dagster_config_dir()))
             instance.get_runs(limit=1)  # touches every storage, so each finishes its schema under the lock
             return instance
         finally:

@@ -1,6 +1,6 @@
 """Reads scenarios from disk.
 
-Layout of one scenario folder (`data/scenarios/<folder>/`)::
+Layout of one scenario folder (`scenarios/<folder>/` of a project, or a built-in one)::
 
     template.json          {scenario_id, name, description, tool_servers: [{name, server_type}]}
     npcs.json              [NpcProfile, ...]                      (optional)
@@ -29,7 +29,7 @@ from urllib.parse import unquote
 from pydantic import ValidationError
 
 from eval_pipelines.inputs.hosted import seed_calendar_events, seed_emails
-from eval_pipelines.inputs.paths import scenarios_dir
+from eval_pipelines.inputs.paths import builtin_scenarios_dir, reads_builtin_scenarios, scenarios_dir
 from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, SeedDataFile, Task, Template
 from eval_pipelines.schemas.service_wire import PublicTask
 
@@ -244,29 +244,41 @@ def _version_order(version: str) -> tuple[tuple[int, int | str], ...]:
 
 
 class ScenarioCatalog:
-    """All scenarios under one directory, by scenario id. Re-scans on `refresh()` (new generated scenarios)."""
+    """All scenarios under one directory (for the project's own folder, beside the built-in scenarios), by
+    scenario id. Re-scans on `refresh()` (new generated scenarios)."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or default_scenarios_dir()
+        #: Folders read, in order; a later folder's scenario replaces an earlier one's of the same id (a project
+        #: may copy a built-in scenario and change it). The project's own folder comes after the built-in one.
+        self.roots = [builtin_scenarios_dir(), self.root] if reads_builtin_scenarios(self.root) else [self.root]
         self._by_id: dict[str, ScenarioFiles] = {}
         self.refresh()
 
     def refresh(self) -> None:
         by_id: dict[str, ScenarioFiles] = {}
-        if self.root.is_dir():
-            for template_path in sorted(self.root.glob("*/template.json")):
-                raw = _read_json(template_path)
-                try:
-                    template = Template.model_validate(raw)
-                except ValidationError as exc:
-                    raise ScenarioError(_format_validation_error(template_path, exc)) from exc
-                if template.scenario_id in by_id:
-                    raise ScenarioError(
-                        f"{template_path}: scenario_id: {template.scenario_id!r} is used by "
-                        f"{by_id[template.scenario_id].root}"
-                    )
-                by_id[template.scenario_id] = ScenarioFiles(root=template_path.parent, template=template)
+        for root in self.roots:
+            by_id.update(self._scan(root))
         self._by_id = by_id
+
+    @staticmethod
+    def _scan(root: Path) -> dict[str, ScenarioFiles]:
+        by_id: dict[str, ScenarioFiles] = {}
+        if not root.is_dir():
+            return by_id
+        for template_path in sorted(root.glob("*/template.json")):
+            raw = _read_json(template_path)
+            try:
+                template = Template.model_validate(raw)
+            except ValidationError as exc:
+                raise ScenarioError(_format_validation_error(template_path, exc)) from exc
+            if template.scenario_id in by_id:
+                raise ScenarioError(
+                    f"{template_path}: scenario_id: {template.scenario_id!r} is used by "
+                    f"{by_id[template.scenario_id].root}"
+                )
+            by_id[template.scenario_id] = ScenarioFiles(root=template_path.parent, template=template)
+        return by_id
 
     def ids(self) -> list[str]:
         """By family, newest version first: SimLab takes the first listed version of a family."""

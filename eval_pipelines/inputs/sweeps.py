@@ -1,4 +1,5 @@
-"""Sweep configs on disk (`data/sweeps/*.yaml`) and the model configurations they describe.
+"""Sweep configs on disk (`sweeps/*.yaml` of a project, else the built-in ones) and the model configurations
+they describe.
 
 Every user error names the file and the field, and is raised as `ConfigError` so the CLI can print it and
 exit 2 without a traceback.

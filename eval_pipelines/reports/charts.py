@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import io
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import matplotlib
+from eval_pipelines.inputs.paths import data_dir
+
+# matplotlib keeps a font cache in the user's home; kept under the project's data instead, so that a sweep writes
+# nothing outside its project directory (a user's own MPLCONFIGDIR wins).
+os.environ.setdefault("MPLCONFIGDIR", str(data_dir() / "cache" / "matplotlib"))
+
+import matplotlib  # after MPLCONFIGDIR is set: it is read at import
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure

@@ -1,4 +1,4 @@
-"""Sweep configuration files (`data/sweeps/<name>.yaml`): which scenarios, which models, how many rollouts."""
+"""Sweep configuration files (`sweeps/<name>.yaml` of a project): which scenarios, which models, how many rollouts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Turn task-generation results into a scenario folder the catalog loads (data/scenarios/<id>/).
+"""Turn task-generation results into a scenario folder the catalog loads (scenarios/<id>/ of the project).
 
 Layout written (see scenarios.catalog)::
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.lib.serving import free_port
 
 HERE = Path(__file__).resolve().parent
@@ -120,7 +121,7 @@ def eval_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EvalServi
     root = tmp_path_factory.mktemp("eval-service")
     write_key, read_key = f"wk-{secrets.token_hex(12)}", f"rk-{secrets.token_hex(12)}"
     scenarios_dir = root / "scenarios"
-    shutil.copytree(HERE.parents[1] / "data" / "scenarios", scenarios_dir)
+    shutil.copytree(builtin_scenarios_dir(), scenarios_dir)
     served = serve(
         [
             "eval-service",

@@ -20,10 +20,10 @@ import pytest
 
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG
 from eval_pipelines.defs.evals.automation import REVERIFY_TAG, SENSOR_INTERVAL_ENV
-from eval_pipelines.inputs.paths import DATA_DIR_ENV, SCENARIOS_DIR_ENV, SWEEPS_DIR_ENV, project_root, scenarios_dir
+from eval_pipelines.inputs.paths import DATA_DIR_ENV, SCENARIOS_DIR_ENV, SWEEPS_DIR_ENV, builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 
-REPO = project_root()
+REPO = Path(__file__).resolve().parents[2]
 MODELS = ("sim-oracle", "sim-noop")
 SCENARIO_IDS = ("email_ops:1.0.0", "team_chat:1.0.0")
 SWEEP = f"""
@@ -52,7 +52,7 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     scenarios = tmp_path / "scenarios"
     for scenario_id in SCENARIO_IDS:
         family = scenario_id.partition(":")[0]
-        shutil.copytree(scenarios_dir() / family, scenarios / family)
+        shutil.copytree(builtin_scenarios_dir() / family, scenarios / family)
     sweeps = tmp_path / "sweeps"
     sweeps.mkdir()
     (sweeps / "nightly.yaml").write_text(SWEEP)

@@ -16,7 +16,7 @@ from eval_pipelines.defs.evals.automation import REVERIFY_TAG, reverify_changed_
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from eval_pipelines.defs.registry import assets_by_name
-from eval_pipelines.inputs.paths import scenarios_dir
+from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from tests.support.scripted_llm import Script, create_scripted_app
 
@@ -61,7 +61,7 @@ def test_a_verifier_edit_reverifies_only_its_scenario_and_asks_no_judge_again(
     scenarios = tmp_path / "scenarios"
     for scenario_id in SCENARIO_IDS:
         family = scenario_id.partition(":")[0]
-        shutil.copytree(scenarios_dir() / family, scenarios / family)
+        shutil.copytree(builtin_scenarios_dir() / family, scenarios / family)
     sweeps = tmp_path / "sweeps"
     sweeps.mkdir()
     (sweeps / "rv.yaml").write_text(_sweep("sim://local"))

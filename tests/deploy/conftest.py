@@ -19,11 +19,11 @@ import psycopg2
 import pytest
 from psycopg2 import sql
 
-from eval_pipelines.inputs.paths import DATA_DIR_ENV, SWEEPS_DIR_ENV, project_root
+from eval_pipelines.inputs.paths import DATA_DIR_ENV, PROJECT_TEMPLATE_DIR, SWEEPS_DIR_ENV
 
-REPO = project_root()
+REPO = Path(__file__).resolve().parents[2]
 POSTGRES_DAGSTER_YAML = REPO / "deploy" / "postgres" / "dagster.yaml"
-ROOT_DAGSTER_YAML = REPO / "dagster.yaml"
+ROOT_DAGSTER_YAML = PROJECT_TEMPLATE_DIR / "dagster.yaml"
 SCENARIO_KEY = "email_ops:1.0.0"
 
 PG_DEFAULTS = {

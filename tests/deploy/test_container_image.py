@@ -386,7 +386,7 @@ def test_the_build_context_keeps_the_package_and_leaves_out_venvs_data_and_histo
         ".venv-clients/collinear/bin/python",
         "benchmarks/.venv-inspect/bin/python",
         "data/eval.duckdb",
-        "data/scenarios/email_ops/1.0.0/scenario.yaml",
+        "data/warehouse/rollouts/model=m/scenario=s/part.parquet",
         ".git/HEAD",
         "benchmarks/results/export_scale.json",
         # A stale egg-info feeds the wheel build the file list of an old tree.

@@ -24,7 +24,7 @@ import duckdb
 import pytest
 
 from eval_pipelines.clients.backend import EvaluationBackend
-from eval_pipelines.inputs.paths import project_root
+from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.lib.serving import BackgroundServer, free_port
 from eval_pipelines.local.services import local_evaluation_service
@@ -37,7 +37,7 @@ from tests.reports.conftest import report_attempts
 from tests.reports.synthetic_warehouse import build
 from tests.support.scripted_llm import Script, create_scripted_app, text_reply, tool_call_reply
 
-INSPECT_PYTHON = project_root() / "benchmarks" / ".venv-inspect" / "bin" / "python"
+INSPECT_PYTHON = Path(__file__).resolve().parents[2] / "benchmarks" / ".venv-inspect" / "bin" / "python"
 needs_inspect = pytest.mark.skipif(
     not INSPECT_PYTHON.is_file(),
     reason="benchmarks/.venv-inspect (inspect-ai) is not installed: python3 -m venv benchmarks/.venv-inspect && "
@@ -110,7 +110,7 @@ def _run(
 def sweep_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SweepCatalog]:
     data = tmp_path_factory.mktemp("export-sweep") / "data"
     data.mkdir()
-    catalog = ScenarioCatalog(project_root() / "data" / "scenarios")
+    catalog = ScenarioCatalog(builtin_scenarios_dir())
     warehouse = Warehouse(data / "warehouse")
     # One rollout, one request at a time: the script's replies are handed out in request order.
     script = Script(

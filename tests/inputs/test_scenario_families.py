@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines.inputs.paths import project_root
+from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 
-BUILTIN_EMAIL_OPS = project_root() / "data" / "scenarios" / "email_ops"
+BUILTIN_EMAIL_OPS = builtin_scenarios_dir() / "email_ops"
 
 
 def _version(root: Path, version: str) -> None:

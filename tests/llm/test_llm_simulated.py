@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError
 from eval_pipelines.lib.serving import BackgroundServer, free_port
 from eval_pipelines.llm import (
@@ -363,7 +364,7 @@ def _catalog_tasks_with_references(catalog: ScenarioCatalog) -> list[Any]:
 
 
 async def test_oracle_replays_reference_actions_of_the_real_catalog() -> None:
-    root = REPO_ROOT / "data" / "scenarios"
+    root = builtin_scenarios_dir()
     if not any(root.glob("*/template.json")):
         pytest.skip(f"no scenarios under {root} yet (the built-in scenarios are written separately)")
     try:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eval_pipelines.clients.backend import EvaluationBackend
-from eval_pipelines.inputs.paths import project_root
+from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.pipeline.steps import CollectSummary, run_and_collect, verify_partition
 from eval_pipelines.schemas.runs import (
@@ -32,7 +32,7 @@ from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
 
-BUILTIN_SCENARIOS = project_root() / "data" / "scenarios"
+BUILTIN_SCENARIOS = builtin_scenarios_dir()
 SCENARIO_ID = "email_ops:1.0.0"
 #: Three one- or two-step tasks. The faults target the middle one; the other two must come through untouched.
 TASK_IDS = ("email_ops_001", "email_ops_002", "email_ops_003")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.schemas.artifacts import RunArtifacts
@@ -30,7 +30,7 @@ from tests.scenarios.replay import (
     standalone_verifiers,
 )
 
-SCENARIOS_ROOT = Path(__file__).resolve().parents[2] / "data" / "scenarios"
+SCENARIOS_ROOT = builtin_scenarios_dir()
 SCENARIO_ID = "office_ops:1.0.0"
 SERVER_ORDER = ["email", "calendar", "records", "files"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,6 +12,7 @@ import pytest
 
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
+from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.schemas.artifacts import META_NPC_TRANSCRIPTS, META_STATE, RunArtifacts
@@ -38,7 +38,7 @@ from tests.scenarios.replay import (
     standalone_verifiers,
 )
 
-SCENARIOS_ROOT = Path(__file__).resolve().parents[2] / "data" / "scenarios"
+SCENARIOS_ROOT = builtin_scenarios_dir()
 SCENARIO_ID = "team_chat:1.0.0"
 SECRET_TASKS = ("team_chat_003", "team_chat_004", "team_chat_007")
 

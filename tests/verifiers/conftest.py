@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.reverify import NOOP, PERTURBED, REFERENCE, replay_variants
+from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
 
-SCENARIOS_ROOT = Path(__file__).resolve().parents[2] / "data" / "scenarios"
+SCENARIOS_ROOT = builtin_scenarios_dir()
 EMAIL_OPS = "email_ops:1.0.0"
 VARIANTS = (REFERENCE, NOOP, PERTURBED)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipelines.clients.platform import PlatformClient
-from eval_pipelines.inputs.paths import project_root
+from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.local.services import local_evaluation_service
@@ -102,7 +102,7 @@ def viewer_catalog(
     data = tmp_path_factory.mktemp("viewer") / "data"
     shutil.copytree(sweep_catalog.db.parent / "warehouse", data / "warehouse")
     warehouse = Warehouse(data / "warehouse")
-    scenarios = ScenarioCatalog(project_root() / "data" / "scenarios")
+    scenarios = ScenarioCatalog(builtin_scenarios_dir())
     email, chat = scenarios.get(EMAIL), scenarios.get(CHAT)
     script = Script(
         [
