@@ -66,4 +66,4 @@ def test_generated_scenario_is_swept_without_edits(tmp_path: Path, monkeypatch: 
     from dagster import DagsterInstance
 
     with DagsterInstance.get() as instance:
-        assert "calendar_gen_1.0.0" in instance.get_dynamic_partitions("scenarios")
+        assert "calendar_gen:1.0.0" in instance.get_dynamic_partitions("scenarios")  # keyed by scenario id
