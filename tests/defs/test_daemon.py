@@ -20,8 +20,9 @@ import pytest
 
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG
 from eval_pipelines.defs.evals.automation import REVERIFY_TAG, SENSOR_INTERVAL_ENV
-from eval_pipelines.inputs.paths import DATA_DIR_ENV, SCENARIOS_DIR_ENV, SWEEPS_DIR_ENV, builtin_scenarios_dir
+from eval_pipelines.inputs.paths import DATA_DIR_ENV, SCENARIOS_DIR_ENV, SWEEPS_DIR_ENV
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
+from tests.support.scenarios import copy_builtin_scenarios
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = ("sim-oracle", "sim-noop")
@@ -49,10 +50,7 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     home = tmp_path / "project"
     home.mkdir()
     shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")  # its storage paths are relative to the folder
-    scenarios = tmp_path / "scenarios"
-    for scenario_id in SCENARIO_IDS:
-        family = scenario_id.partition(":")[0]
-        shutil.copytree(builtin_scenarios_dir() / family, scenarios / family)
+    scenarios = copy_builtin_scenarios(tmp_path / "scenarios", SCENARIO_IDS)
     sweeps = tmp_path / "sweeps"
     sweeps.mkdir()
     (sweeps / "nightly.yaml").write_text(SWEEP)

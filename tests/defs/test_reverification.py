@@ -3,7 +3,6 @@ asked again (what they read did not change); both verifier versions stay queryab
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -16,8 +15,8 @@ from eval_pipelines.defs.evals.automation import REVERIFY_TAG, reverify_changed_
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from eval_pipelines.defs.registry import assets_by_name
-from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
+from tests.support.scenarios import copy_builtin_scenarios
 from tests.support.scripted_llm import Script, create_scripted_app
 
 MODELS_UNDER_TEST = ("sim-oracle", "sim-noop")
@@ -58,10 +57,7 @@ def _requested(
 def test_a_verifier_edit_reverifies_only_its_scenario_and_asks_no_judge_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, serve: object
 ) -> None:
-    scenarios = tmp_path / "scenarios"
-    for scenario_id in SCENARIO_IDS:
-        family = scenario_id.partition(":")[0]
-        shutil.copytree(builtin_scenarios_dir() / family, scenarios / family)
+    scenarios = copy_builtin_scenarios(tmp_path / "scenarios", SCENARIO_IDS)
     sweeps = tmp_path / "sweeps"
     sweeps.mkdir()
     (sweeps / "rv.yaml").write_text(_sweep("sim://local"))
