@@ -141,7 +141,8 @@ def run_json_child(command: Sequence[str], *, timeout: float, env: dict[str, str
     completed = subprocess.run(
         list(command), capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO_ROOT, check=False
     )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
+    # Stripped: a child's console display (Inspect's, at default settings) can leave padding before the JSON.
+    lines = [line.strip() for line in completed.stdout.splitlines() if line.strip().startswith("{")]
     if completed.returncode != 0 or not lines:
         tail = (completed.stderr or completed.stdout)[-3000:]
         raise RuntimeError(f"{' '.join(command[:3])}... exited {completed.returncode}:\n{tail}")

@@ -14,11 +14,27 @@ Two zero-latency models:
 - `openai`: Inspect's OpenAI-compatible provider (`openai-api/bench/<model>`) pointed at the same zero-latency
   simulated endpoint our side uses.
 
-    benchmarks/.venv-inspect/bin/python benchmarks/inspect_task.py --scenario-dir DIR --samples 200 --epochs 1 \
-        --model mockllm --max-samples 10 --log-dir /tmp/x
+Two sets of eval() settings (`--settings`, see `EVAL_SETTINGS`):
+- `default`: eval() as a user gets it. Nothing is passed beyond what the run needs (task, model, epochs, the
+  benchmark's concurrency as `max_samples` and `max_connections`, and `log_dir` so the log lands in the run
+  folder, where its size is measured). So Inspect 0.3.285 resolves: display "full" (`_util/constants.py`
+  `DEFAULT_DISPLAY`), which it renders with its rich display because stdout is a pipe here, not a terminal
+  (`_display/core/active.py`: the textual UI needs `sys.stdout.isatty()`); `log_realtime=True`,
+  `score_display=True`, `log_samples=True` (`log/_log.py` `eval_config_defaults`); the control-channel server on
+  (`_control/server.py` `resolve_ctl_server`: `None` -> enabled); the `.eval` log format (`DEFAULT_LOG_FORMAT`);
+  console log level "warning" (`DEFAULT_LOG_LEVEL`). The parent clears `INSPECT_*` variables from this
+  process's environment, which would otherwise change these defaults.
+- `lean`: every switch Inspect offers that removes work without removing what the run records:
+  `log_realtime=False` (no per-sample event buffer database, `_eval/task/log.py`), `display="none"`,
+  `ctl_server=False` (no control-channel server) and `score_display=False` (no running metrics). The samples
+  are still logged (`log_samples` stays on: the transcript is what our side's traces are compared with).
 
-Prints one JSON object: wall seconds, process CPU seconds, samples scored and passed, and the endpoint's CPU when
-`--endpoint-pid` names it.
+    benchmarks/.venv-inspect/bin/python benchmarks/inspect_task.py --scenario-dir DIR --samples 200 --epochs 1 \
+        --model mockllm --settings lean --max-samples 10 --log-dir /tmp/x
+
+Prints one JSON object: wall seconds, process CPU seconds, samples scored and passed, the size of the timed
+run's log folder, the endpoint's CPU when `--endpoint-pid` names it, and under `inspect` the exact eval()
+arguments passed and the settings Inspect resolved from them.
 """
 
 from __future__ import annotations
@@ -36,13 +52,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import inspect_ai
 from inspect_ai import Task, eval
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessage, GenerateConfig, ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import CORRECT, INCORRECT, Score, Target, accuracy, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, generate, solver, system_message, use_tools
 from inspect_ai.tool import Tool, ToolError, ToolInfo, tool
-from inspect_ai.util import store
+from inspect_ai.util import display_type, store
 
 #: The reference agent's system prompt (eval_pipelines.agents.tool_calling.DEFAULT_SYSTEM_PROMPT), copied so
 #: both sides send the model the same conversation.
@@ -53,6 +70,11 @@ SYSTEM_PROMPT = (
 )
 SERVER = "email"
 ACCOUNT = "agent@example.com"
+#: eval() arguments per `--settings`, beyond task, model, epochs, max_samples and log_dir (see the module doc).
+EVAL_SETTINGS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "lean": {"log_realtime": False, "display": "none", "ctl_server": False, "score_display": False},
+}
 _ADDRESS = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
 
 
@@ -430,17 +452,38 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_eval(task: Task, model: Any, epochs: int, max_samples: int, log_dir: Path) -> Any:
+def run_eval(task: Task, model: Any, epochs: int, max_samples: int, log_dir: Path, settings: str) -> Any:
     return eval(
-        task,
-        model=model,
-        epochs=epochs,
-        max_samples=max_samples,
-        log_dir=str(log_dir),
-        display="none",
-        log_level="warning",
-        score_display=False,
+        task, model=model, epochs=epochs, max_samples=max_samples, log_dir=str(log_dir), **EVAL_SETTINGS[settings]
     )[0]
+
+
+def _ctl_server_enabled(settings: str) -> bool | None:
+    """Whether eval() ran with its control-channel server enabled, by Inspect's own resolution of the argument
+    (it logs a failed bind rather than raising, so "enabled" is what the settings asked for)."""
+    try:
+        from inspect_ai._control.server import resolve_ctl_server
+    except ImportError:  # a private module: another Inspect version may move it
+        return None
+    return bool(resolve_ctl_server(EVAL_SETTINGS[settings].get("ctl_server")).enabled)
+
+
+def resolved_settings(log: Any, settings: str) -> dict[str, Any]:
+    """What Inspect ran with, read back from Inspect rather than restated, so the report cannot drift from it."""
+    config = log.eval.config
+    return {
+        "display": display_type(),
+        # "full" is only the textual UI on a terminal; elsewhere Inspect renders it with rich.
+        "stdout_is_tty": sys.stdout.isatty(),
+        "log_format": Path(log.location).suffix.lstrip("."),
+        "log_realtime": config.log_realtime,
+        "log_samples": config.log_samples,
+        "score_display": config.score_display,
+        "log_model_api": config.log_model_api,
+        "ctl_server": _ctl_server_enabled(settings),
+        "max_samples": config.max_samples,
+        "max_connections": log.eval.model_generate_config.max_connections,
+    }
 
 
 def outcome(log: Any) -> tuple[int, int, str]:
@@ -461,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--model", choices=("mockllm", "openai"), default="mockllm")
+    parser.add_argument("--settings", choices=tuple(EVAL_SETTINGS), default="default", help="eval() settings")
     parser.add_argument("--endpoint", default=None, help="the simulated endpoint's /v1 URL (--model openai)")
     parser.add_argument("--endpoint-pid", type=int, default=None, help="report this process's CPU during the run")
     parser.add_argument("--max-samples", type=int, default=10)
@@ -471,18 +515,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.warmup:
         task, spec = build_task(args.scenario_dir, task_file, args.warmup)
         model = make_model(args.model, spec, args.endpoint, args.max_samples)
-        run_eval(task, model, 1, args.max_samples, args.log_dir / "warmup")
+        run_eval(task, model, 1, args.max_samples, args.log_dir / "warmup", args.settings)
     task, spec = build_task(args.scenario_dir, task_file, args.samples)
     model = make_model(args.model, spec, args.endpoint, args.max_samples)
     endpoint_before = process_cpu_seconds(args.endpoint_pid) if args.endpoint_pid else None
     cpu_before = _cpu_seconds()
     started = time.perf_counter()
-    log = run_eval(task, model, args.epochs, args.max_samples, args.log_dir / "timed")
+    log = run_eval(task, model, args.epochs, args.max_samples, args.log_dir / "timed", args.settings)
     wall = time.perf_counter() - started
     cpu = _cpu_seconds() - cpu_before
     endpoint_cpu = process_cpu_seconds(args.endpoint_pid) - endpoint_before if endpoint_before is not None else None
     scored, passed, status = outcome(log)
     log_bytes = sum(p.stat().st_size for p in (args.log_dir / "timed").rglob("*") if p.is_file())
+    # On a line of its own: at default settings Inspect's display has just written to stdout, without a newline.
+    print()
     print(
         json.dumps(
             {
@@ -494,6 +540,13 @@ def main(argv: list[str] | None = None) -> int:
                 "endpoint_cpu_seconds": endpoint_cpu,
                 "artifact_bytes": log_bytes,
                 "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "inspect": {
+                    "version": inspect_ai.__version__,
+                    "model": str(model),
+                    "settings": args.settings,
+                    "eval_args": EVAL_SETTINGS[args.settings],
+                    "resolved": resolved_settings(log, args.settings),
+                },
             }
         )
     )

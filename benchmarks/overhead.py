@@ -2,24 +2,36 @@
 
     .venv/bin/python benchmarks/overhead.py                  # 200 x 1 and 100 x 5; target: ours >= 1.5x Inspect
 
-The task on both sides: a copy of email_ops_011 (5 tool calls, then a final answer), scored by the scenario's own
-state verifier, against a zero-latency model.
+The task on every side: a copy of email_ops_011 (5 tool calls, then a final answer), scored by the scenario's
+own state verifier, against a zero-latency model.
 
 - **ours**: the `rollouts` asset's path without Dagster (`pipeline.steps.run_and_collect` on the embedded
   service): SQLite run store, RolloutEngine with workspaces on the real built-in email server over HTTP, the
   reference agent, state snapshots and diffs, verifiers, artifacts JSON, traces and Parquet rows. N samples x k
   epochs = N tasks x rollout_count k.
-- **inspect-openai**: Inspect's `eval()` with `@tool` functions over a per-sample mailbox, the same verifier as
-  the scorer, and Inspect's OpenAI-compatible provider pointed at the *same* endpoint process as ours. Both
-  sides make the same model calls over HTTP, so this is the like-for-like comparison (the headline ratio).
-- **inspect-mockllm**: the same task on Inspect's in-process `mockllm` (no model HTTP at all): Inspect's best
-  case, reported beside it.
+- **inspect-openai**: Inspect's `eval()` at its *default* settings (`benchmarks/inspect_task.py`, settings
+  "default": nothing passed beyond the task, model, epochs, concurrency and log folder; so the rich console
+  display, realtime sample logging, the control-channel server and the running score display are all on), with
+  `@tool` functions over a per-sample mailbox, the same verifier as the scorer, and Inspect's OpenAI-compatible
+  provider pointed at the *same* endpoint process as ours.
+- **inspect-openai-lean**: the same, with every overhead switch Inspect offers turned off (settings "lean":
+  `log_realtime=False`, `display="none"`, `ctl_server=False`, `score_display=False`). Same transport as ours,
+  Inspect at its best: the headline ratio, held to the target.
+- **inspect-mockllm-lean**: the lean settings on Inspect's in-process `mockllm`, with usage given explicitly so
+  it counts no tokens: no model HTTP at all, which our side always makes. Inspect's floor, reported beside it.
+
+Every Inspect side records the eval() arguments it passed and the settings Inspect resolved from them (read back
+from Inspect) in the JSON, and the Markdown lists them. The Inspect children run with `INSPECT_*` variables
+cleared from their environment, so "default" means Inspect's defaults, not this machine's.
 
 The endpoint (sim-oracle, zero latency) is a separate process; its CPU is reported on its own line. Each side
-runs in a fresh child process (imports and a 2-rollout warm-up are not timed) at the same concurrency.
-CPU = user + system time of the side's whole process tree: for ours, the runner (all threads), any rollout
-workers and the tool-server process; for Inspect, its process (its tools are in-process Python functions).
-Inspect AI lives in `benchmarks/.venv-inspect` (it pins packages differently from this project):
+runs in a fresh child process (imports and a 2-rollout warm-up are not timed) at the same concurrency (ours:
+max_parallel; Inspect: max_samples = max_connections). CPU = user + system time of the side's whole process
+tree: for ours, the runner (all threads), any rollout workers and the tool-server process; for Inspect, its
+process (its tools are in-process Python functions). Bytes per rollout = what the timed run left on disk, per
+rollout: for ours the data folder's growth (run store, artifacts, traces, Parquet); for Inspect its log folder
+(the `.eval` log). Inspect's own data folder (its trace log; the realtime buffer, deleted at the end) is not
+counted. Inspect AI lives in `benchmarks/.venv-inspect` (it pins packages differently from this project):
 
     python3.11 -m venv benchmarks/.venv-inspect
     benchmarks/.venv-inspect/bin/pip install -r benchmarks/requirements-inspect.txt
@@ -31,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -57,11 +70,26 @@ from benchmarks._common import (
     write_report,
 )
 
-OURS, INSPECT_OPENAI, INSPECT_MOCKLLM = "ours", "inspect-openai", "inspect-mockllm"
-SIDES = (OURS, INSPECT_OPENAI, INSPECT_MOCKLLM)
-INSPECT_SIDES = (INSPECT_OPENAI, INSPECT_MOCKLLM)
-#: The like-for-like comparison: both sides call the same model endpoint over HTTP.
-HEADLINE = INSPECT_OPENAI
+OURS = "ours"
+INSPECT_OPENAI = "inspect-openai"
+INSPECT_OPENAI_LEAN = "inspect-openai-lean"
+INSPECT_MOCKLLM_LEAN = "inspect-mockllm-lean"
+#: Inspect side -> (`inspect_task.py --model`, `--settings`).
+INSPECT_SIDES: dict[str, tuple[str, str]] = {
+    INSPECT_OPENAI: ("openai", "default"),
+    INSPECT_OPENAI_LEAN: ("openai", "lean"),
+    INSPECT_MOCKLLM_LEAN: ("mockllm", "lean"),
+}
+SIDES = (OURS, *INSPECT_SIDES)
+#: Held to the target: the same model transport as ours (HTTP to the same endpoint) with Inspect's overhead
+#: switches off. Against Inspect's defaults the ratio flatters us; mockllm makes no model HTTP calls, which we do.
+HEADLINE = INSPECT_OPENAI_LEAN
+LABELS = {
+    OURS: "ours",
+    INSPECT_OPENAI: "Inspect HTTP default",
+    INSPECT_OPENAI_LEAN: "Inspect HTTP lean",
+    INSPECT_MOCKLLM_LEAN: "Inspect mockllm lean",
+}
 TARGET_RATIO = 1.5
 DEFAULT_SIZES = ("200x1", "100x5")
 CHILD_TIMEOUT_SECONDS = 1800.0
@@ -130,14 +158,21 @@ def run_side(
                 "--max-parallel", str(max_parallel), *size]  # fmt: skip
         raw = run_child(Path(__file__), args, child_main, in_process=in_process, timeout=CHILD_TIMEOUT_SECONDS)
     else:
-        model = "openai" if side == INSPECT_OPENAI else "mockllm"
+        model, settings = INSPECT_SIDES[side]
         command = [str(INSPECT_PYTHON), str(Path(__file__).resolve().parent / "inspect_task.py"), "--scenario-dir",
-                   str(scenario_dir), "--model", model, "--log-dir", str(workdir / "logs"),
+                   str(scenario_dir), "--model", model, "--settings", settings, "--log-dir", str(workdir / "logs"),
                    "--max-samples", str(max_parallel), *size]  # fmt: skip
-        raw = run_json_child(command, timeout=CHILD_TIMEOUT_SECONDS)
+        raw = run_json_child(command, timeout=CHILD_TIMEOUT_SECONDS, env=inspect_environment())
     # Warm-up included: proof that a side called the shared endpoint, and how often for the same task shape.
     raw["endpoint_chat_completions"] = endpoint.chat_completions() - completions_before
     return summarise(raw)
+
+
+def inspect_environment() -> dict[str, str]:
+    """This environment without `INSPECT_*` variables: Inspect reads its defaults from them (`INSPECT_DISPLAY`,
+    `INSPECT_EVAL_CTL_SERVER`, `INSPECT_LOG_DIR`, ...), so a setting exported on this machine would otherwise
+    change what the "default" side measures."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("INSPECT_")}
 
 
 def summarise(raw: dict[str, Any]) -> dict[str, Any]:
@@ -151,6 +186,7 @@ def summarise(raw: dict[str, Any]) -> dict[str, Any]:
         "endpoint_cpu_ms_per_rollout": round(endpoint_ms, 2),
         "total_cpu_ms_per_rollout": round(cpu_ms + endpoint_ms, 2),
         "rollouts_per_cpu_second": round(1000 / cpu_ms, 1),
+        "bytes_per_rollout": round(raw["artifact_bytes"] / rollouts),
         "wall_seconds": round(raw["wall_seconds"], 3),
         "cpu_seconds": round(raw["cpu_seconds"], 3),
     }
@@ -159,8 +195,51 @@ def summarise(raw: dict[str, Any]) -> dict[str, Any]:
 # --- the run ----------------------------------------------------------------------------------------------------
 
 
+MEDIAN_KEYS = (
+    "rollouts_per_second",
+    "cpu_ms_per_rollout",
+    "endpoint_cpu_ms_per_rollout",
+    "total_cpu_ms_per_rollout",
+    "rollouts_per_cpu_second",
+    "bytes_per_rollout",
+)
+
+
 def _median(results: list[dict[str, Any]], key: str) -> float:
     return round(statistics.median(r[key] for r in results), 2)
+
+
+def ratios(ours: dict[str, Any], other: dict[str, Any]) -> dict[str, float]:
+    """Both read "how many times better ours is": > 1 means ours is ahead on that measure."""
+    return {
+        "throughput": round(ours["rollouts_per_second"] / other["rollouts_per_second"], 2),
+        "cpu_per_rollout": round(other["cpu_ms_per_rollout"] / ours["cpu_ms_per_rollout"], 2),
+    }
+
+
+def side_settings(side: str, max_parallel: int, inspect: dict[str, Any] | None) -> dict[str, Any]:
+    """What a side ran with: for Inspect, what its child passed to eval() and what Inspect resolved."""
+    if side == OURS:
+        return {
+            "path": "pipeline.steps.run_and_collect on the embedded local service (no Dagster)",
+            "model": "sim-oracle over HTTP",
+            "max_parallel": max_parallel,
+        }
+    model, settings = INSPECT_SIDES[side]
+    return {"model_kind": model, "settings": settings, **(inspect or {})}
+
+
+def settings_text(settings: dict[str, Any]) -> str:
+    """One line for the Markdown table: the eval() arguments given, then what they resolved to."""
+    if "eval_args" not in settings:
+        return f"{settings.get('path', '')}; max_parallel {settings.get('max_parallel')}"
+    given = ", ".join(f"{name}={value!r}" for name, value in settings["eval_args"].items()) or "none (defaults)"
+    resolved = dict(settings.get("resolved", {}))
+    if resolved.get("display") == "full" and resolved.pop("stdout_is_tty", None) is False:
+        resolved["display"] = "full (rich: stdout not a TTY)"
+    resolved.pop("stdout_is_tty", None)
+    shown = ", ".join(f"{name}={value}" for name, value in resolved.items())
+    return f"Inspect {settings.get('version')}, `{settings.get('model')}`; eval() args: {given}; resolved: {shown}"
 
 
 def run(
@@ -177,6 +256,7 @@ def run(
     scenario = write_bench_scenario(workdir / "scenarios", max(samples for samples, _ in sizes))
     load_before = load_average()
     measurements: list[dict[str, Any]] = []
+    inspect_settings: dict[str, dict[str, Any]] = {}
     with ModelEndpoint(scenario.scenarios_dir, in_process=in_process) as endpoint:
         for samples, epochs in sizes:
             for repeat in range(repeats):
@@ -189,6 +269,9 @@ def run(
                         endpoint, run_dir, in_process,
                     )  # fmt: skip
                     shutil.rmtree(run_dir, ignore_errors=True)
+                    # The same for every run of a side: kept once, in `settings`.
+                    if "inspect" in result:
+                        inspect_settings.setdefault(side, result.pop("inspect"))
                     measurements.append(
                         {"side": side, "samples": samples, "epochs": epochs, "repeat": repeat, "load": load_average()}
                         | result
@@ -200,32 +283,17 @@ def run(
             for side in active
         }
         medians = {
-            side: {
-                key: _median(results, key)
-                for key in (
-                    "rollouts_per_second",
-                    "cpu_ms_per_rollout",
-                    "endpoint_cpu_ms_per_rollout",
-                    "total_cpu_ms_per_rollout",
-                    "rollouts_per_cpu_second",
-                )
-            }
+            side: {key: _median(results, key) for key in MEDIAN_KEYS}
             | {"passed": min(r["passed"] for r in results), "rollouts": results[0]["rollouts"]}
             for side, results in rows.items()
             if results
         }
-        ratios: dict[str, dict[str, float]] = {}
-        if OURS in medians:
-            for other in (s for s in INSPECT_SIDES if s in medians):
-                ratios[other] = {
-                    "throughput": round(
-                        medians[OURS]["rollouts_per_second"] / medians[other]["rollouts_per_second"], 2
-                    ),
-                    "cpu_per_rollout": round(
-                        medians[other]["cpu_ms_per_rollout"] / medians[OURS]["cpu_ms_per_rollout"], 2
-                    ),
-                }
-        comparisons.append({"samples": samples, "epochs": epochs, "medians": medians, "ours_vs": ratios})
+        ours_vs = (
+            {other: ratios(medians[OURS], medians[other]) for other in INSPECT_SIDES if other in medians}
+            if OURS in medians
+            else {}
+        )
+        comparisons.append({"samples": samples, "epochs": epochs, "medians": medians, "ours_vs": ours_vs})
     headline = [c["ours_vs"][HEADLINE]["throughput"] for c in comparisons if HEADLINE in c["ours_vs"]]
     return {
         "benchmark": "overhead",
@@ -235,8 +303,11 @@ def run(
         "repeats": repeats,
         "in_process": in_process,
         "sides": active,
+        "labels": {side: LABELS[side] for side in active},
+        "settings": {side: side_settings(side, max_parallel, inspect_settings.get(side)) for side in active},
+        "inspect_environment": "INSPECT_* variables cleared",
         "skipped": skipped,
-        "headline": f"ours vs {HEADLINE} (both call the same model endpoint over HTTP)",
+        "headline": f"ours vs {HEADLINE} (the same model endpoint over HTTP, Inspect's lean settings)",
         "target_ratio": TARGET_RATIO,
         "meets_target": bool(headline) and min(headline) >= TARGET_RATIO,
         "comparisons": comparisons,
@@ -254,20 +325,21 @@ def markdown(report: dict[str, Any]) -> str:
         f"median of {report['repeats']}, load {report['load_average_before'][0]} -> "
         f"{report['load_average_after'][0]} on {report['machine']['cpus']} CPUs)",
         "",
-        "| samples x epochs | side | rollouts/s | CPU-ms/rollout (process) | endpoint CPU-ms/rollout | passed |",
-        "|---|---|---|---|---|---|",
+        "| samples x epochs | side | rollouts/s | CPU-ms/rollout (process) | endpoint CPU-ms/rollout | "
+        "bytes/rollout | passed | throughput: ours / Inspect | CPU-ms: Inspect / ours |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for comparison in report["comparisons"]:
         for side, m in comparison["medians"].items():
+            ratio = comparison["ours_vs"].get(side)
+            versus = f"**{ratio['throughput']}x** | {ratio['cpu_per_rollout']}x" if ratio else " | "
             lines.append(
                 f"| {comparison['samples']} x {comparison['epochs']} | {side} | {m['rollouts_per_second']} | "
-                f"{m['cpu_ms_per_rollout']} | {m['endpoint_cpu_ms_per_rollout']} | {m['passed']}/{m['rollouts']} |"
+                f"{m['cpu_ms_per_rollout']} | {m['endpoint_cpu_ms_per_rollout']} | {int(m['bytes_per_rollout']):,} | "
+                f"{m['passed']}/{m['rollouts']} | {versus} |"
             )
-        for other, ratio in comparison["ours_vs"].items():
-            lines.append(
-                f"| {comparison['samples']} x {comparison['epochs']} | **ours / {other}** | "
-                f"**{ratio['throughput']}x** | {ratio['cpu_per_rollout']}x less CPU | | |"
-            )
+    lines += ["", "| side | settings |", "|---|---|"]
+    lines += [f"| {side} | {settings_text(settings)} |" for side, settings in report["settings"].items()]
     verdict = "meets" if report["meets_target"] else "MISSES"
     lines += ["", f"Headline ({report['headline']}): {verdict} the {report['target_ratio']}x target."]
     if report["skipped"]:
@@ -279,7 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", nargs="+", type=parse_size, default=[parse_size(s) for s in DEFAULT_SIZES])
     parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
-    parser.add_argument("--max-parallel", type=int, default=10, help="rollouts in flight (Inspect: max_samples)")
+    parser.add_argument(
+        "--max-parallel", type=int, default=10, help="rollouts in flight (Inspect: max_samples = max_connections)"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="runs per side and size; the median is reported")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the run folders here")
     parser.add_argument("--out", default=str(RESULTS_DIR), help="where overhead.{json,md} go ('' = nowhere)")

@@ -1,4 +1,4 @@
-"""The overhead benchmark at a tiny size: both sides complete and pass every rollout, and the report adds up."""
+"""The overhead benchmark at a tiny size: every side completes and passes every rollout, and the report adds up."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks._common import INSPECT_PYTHON
-from benchmarks.overhead import main
+from benchmarks.overhead import INSPECT_SIDES, SIDES, inspect_environment, main
+
+LEAN_ARGS = {"log_realtime": False, "display": "none", "ctl_server": False, "score_display": False}
 
 
 def test_bench_overhead_ours_runs_and_reports(tmp_path: Path) -> None:
@@ -21,11 +23,26 @@ def test_bench_overhead_ours_runs_and_reports(tmp_path: Path) -> None:
         assert ours["rollouts"] == 4 and ours["passed"] == 4  # sim-oracle replays the reference: all pass
         assert ours["rollouts_per_second"] > 0 and ours["cpu_ms_per_rollout"] > 0
         assert ours["endpoint_cpu_ms_per_rollout"] >= 0
+        assert ours["bytes_per_rollout"] > 0
     (measurement,) = [m for m in report["measurements"] if (m["samples"], m["epochs"]) == (2, 2)]
     assert measurement["status"] == {"completed": 4}
     assert measurement["artifact_bytes"] > 0  # artifacts, traces and Parquet were written
+    assert measurement["bytes_per_rollout"] == round(measurement["artifact_bytes"] / 4)
+    assert set(report["settings"]) == {"ours"} and report["settings"]["ours"]["max_parallel"] == 10
     assert report["meets_target"] is False  # no Inspect side ran, so there is no ratio to meet
     assert "| 4 x 1 | ours |" in (tmp_path / "overhead.md").read_text()
+
+
+def test_bench_overhead_inspect_children_do_not_inherit_inspect_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An exported INSPECT_DISPLAY or INSPECT_EVAL_CTL_SERVER would silently change what "default" measures.
+    monkeypatch.setenv("INSPECT_DISPLAY", "plain")
+    monkeypatch.setenv("INSPECT_EVAL_CTL_SERVER", "false")
+    monkeypatch.setenv("BENCH_UNRELATED", "kept")
+
+    env = inspect_environment()
+
+    assert not [name for name in env if name.startswith("INSPECT_")]
+    assert env["BENCH_UNRELATED"] == "kept"
 
 
 @pytest.mark.slow
@@ -35,11 +52,31 @@ def test_bench_overhead_inspect_sides_score_the_same_task(tmp_path: Path) -> Non
 
     report = json.loads((tmp_path / "overhead.json").read_text())
     (comparison,) = report["comparisons"]
-    assert set(comparison["medians"]) == {"ours", "inspect-openai", "inspect-mockllm"}
+    assert set(comparison["medians"]) == set(SIDES)
     for side in comparison["medians"].values():
         assert side["rollouts"] == 3 and side["passed"] == 3  # the same verifier passes the same replayed actions
-    assert set(comparison["ours_vs"]) == {"inspect-openai", "inspect-mockllm"}
+        assert side["bytes_per_rollout"] > 0  # ours: the data folder; Inspect: its .eval log
+    assert set(comparison["ours_vs"]) == set(INSPECT_SIDES)
     calls = {m["side"]: m["endpoint_chat_completions"] for m in report["measurements"]}
     # Both HTTP sides called the shared endpoint 6 times per rollout (5 tool calls + the answer), warm-up of 2
     # included; Inspect's mockllm side never did.
-    assert calls == {"ours": 6 * (3 + 2), "inspect-openai": 6 * (3 + 2), "inspect-mockllm": 0}
+    assert calls == {
+        "ours": 6 * (3 + 2),
+        "inspect-openai": 6 * (3 + 2),
+        "inspect-openai-lean": 6 * (3 + 2),
+        "inspect-mockllm-lean": 0,
+    }
+    settings = report["settings"]
+    # Default = nothing passed, and Inspect resolved its documented defaults.
+    assert settings["inspect-openai"]["eval_args"] == {}
+    default = settings["inspect-openai"]["resolved"]
+    switches = (default["display"], default["log_realtime"], default["ctl_server"], default["score_display"])
+    assert switches == ("full", True, True, True)
+    for lean in ("inspect-openai-lean", "inspect-mockllm-lean"):
+        assert settings[lean]["eval_args"] == LEAN_ARGS
+        resolved = settings[lean]["resolved"]
+        assert (resolved["display"], resolved["log_realtime"], resolved["ctl_server"]) == ("none", False, False)
+    assert settings["inspect-mockllm-lean"]["model"] == "mockllm/model"
+    assert report["headline"].startswith("ours vs inspect-openai-lean")
+    markdown = (tmp_path / "overhead.md").read_text()
+    assert "eval() args: none (defaults)" in markdown and "ctl_server=False" in markdown
