@@ -4,11 +4,12 @@
 
 The stored rollouts are made the way the pipeline stores them: each task is replayed once per variant against
 the real built-in tool servers (reference actions, no actions, and perturbed reference actions), and the
-resulting traces are cloned under new rollout ids into `traces/model=<m>/scenario=<s>/<rollout_id>.json`
-plus one `rollouts` Parquet file per partition (three partitions per scenario: an oracle-like, a no-op and a
-noisy model). Then `pipeline.steps.verify_partition` re-verifies every partition, timed in a fresh child
-process so its peak RSS is the verification's alone. The same rollouts are also re-verified through the
-isolated worker (`verifiers.isolation`), the path for untrusted bundles.
+resulting traces are cloned under new rollout ids into `traces/model=<m>/scenario=<s>/<rollout_id>.json.zst`
+(`RunArtifacts.dump`: compressed, as the service stores them) plus one `rollouts` Parquet file per partition
+(three partitions per scenario: an oracle-like, a no-op and a noisy model). Then
+`pipeline.steps.verify_partition` re-verifies every partition, timed in a fresh child process so its peak RSS is
+the verification's alone. The same rollouts are also re-verified through the isolated worker
+(`verifiers.isolation`), the path for untrusted bundles.
 
 Results: JSON on stdout and in `benchmarks/results/reverify.{json,md}` (git-ignored), plus one Markdown line.
 """
@@ -37,7 +38,7 @@ import httpx
 
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles, default_scenarios_dir, partition_key
 from eval_pipelines.pipeline.steps import trace_path, verify_partition
-from eval_pipelines.schemas.artifacts import META_STATE, META_STATE_DIFFS, RunArtifacts
+from eval_pipelines.schemas.artifacts import META_STATE, META_STATE_DIFFS, STORED_ARTIFACTS_SUFFIX, RunArtifacts
 from eval_pipelines.schemas.runs import Rollout, RolloutStatus
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.schemas.tools import DiffScope, ToolCall, ToolCallResult
@@ -139,16 +140,16 @@ def variant_actions(task: Task, variant: str) -> list[Action]:
     return {REFERENCE: reference_actions, NOOP: lambda _: [], PERTURBED: perturbed_actions}[variant](task)
 
 
-def replay_variants(scenarios: Sequence[ScenarioFiles]) -> dict[tuple[str, str, str], str]:
-    """(scenario_id, task_id, variant) -> the trace JSON text, as `RunArtifacts.dump` writes it."""
+def replay_variants(scenarios: Sequence[ScenarioFiles]) -> dict[tuple[str, str, str], RunArtifacts]:
+    """(scenario_id, task_id, variant) -> the replayed trace."""
     needed = sorted({s.name for scenario in scenarios for s in scenario.template.tool_servers})
-    traces: dict[tuple[str, str, str], str] = {}
+    traces: dict[tuple[str, str, str], RunArtifacts] = {}
     with ToolServerHost(needed) as host, httpx.Client(timeout=30) as http:
         for scenario in scenarios:
             for task in scenario.tasks().values():
                 for variant in (REFERENCE, NOOP, PERTURBED):
                     artifacts = replay(http, host, scenario, task, variant_actions(task, variant))
-                    traces[(scenario.scenario_id, task.task_id, variant)] = json.dumps(artifacts.to_dict(), indent=2)
+                    traces[(scenario.scenario_id, task.task_id, variant)] = artifacts
     return traces
 
 
@@ -190,14 +191,13 @@ def write_rollouts(root: Path, scenarios: Sequence[ScenarioFiles], total: int) -
         run_id = f"run-{part.model_key}-{part.scenario_key}"
         ctx = RolloutContext(SWEEP_ID, run_id, part.model_key, part.scenario_key, part.model, True)
         rows: list[tuple[Rollout, RunArtifacts | None, str | None]] = []
-        folder = trace_path(traces_root, part.model_key, part.scenario_key, "x").parent
-        folder.mkdir(parents=True, exist_ok=True)
         for index in range(part.rollouts):
             task_id = task_ids[index % len(task_ids)]
             variant = variants[(index // len(task_ids)) % len(variants)]
             rollout_id = f"{part.model_key}-{part.scenario_key}-{index:06d}"
-            path = folder / f"{rollout_id}.json"
-            path.write_text(traces[(part.scenario_id, task_id, variant)], encoding="utf-8")
+            path = traces[(part.scenario_id, task_id, variant)].dump(
+                trace_path(traces_root, part.model_key, part.scenario_key, rollout_id)
+            )
             rollout = Rollout(
                 rollout_id=rollout_id,
                 scenario_id=part.scenario_id,
@@ -306,7 +306,7 @@ def run(total: int, workdir: Path, scenarios_dir: Path, modes: Sequence[str]) ->
     partitions = write_rollouts(workdir, scenarios, total)
     generated = time.perf_counter() - started
     keys = [(p.model_key, p.scenario_key) for p in partitions]
-    trace_bytes = sum(p.stat().st_size for p in (workdir / "traces").rglob("*.json"))
+    trace_bytes = sum(p.stat().st_size for p in (workdir / "traces").rglob(f"*{STORED_ARTIFACTS_SUFFIX}"))
     ids = [s.scenario_id for s in scenarios]
     results = {mode: _in_child(measure, mode, str(workdir), str(scenarios_dir), ids, keys) for mode in modes}
     return {

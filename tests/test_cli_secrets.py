@@ -12,6 +12,7 @@ import pytest
 from eval_pipelines.cli import main
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from tests.support.stored_files import plain_bytes
 
 CANARY = "sk-canary-7f1c2e9a4b"
 URL_SECRET = "urlpass-3e8f1a"
@@ -47,7 +48,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def _all_text(root: Path) -> Iterator[tuple[Path, str]]:
     for path in root.rglob("*"):
         if path.is_file():
-            yield path, path.read_bytes().decode("latin-1")
+            yield path, plain_bytes(path).decode("latin-1")
             if path.suffix == ".parquet":
                 # Pages are zstd-compressed: search the decoded values as well as the raw bytes.
                 yield path, str(pq.read_table(path).to_pylist())

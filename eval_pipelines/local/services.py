@@ -31,7 +31,7 @@ from eval_pipelines.platform.embedded import EmbeddedPlatform
 from eval_pipelines.platform.models import ModelRegistry
 from eval_pipelines.service.api import create_app
 from eval_pipelines.service.auth import ApiKeyRegistry, Permission
-from eval_pipelines.service.layout import rollout_artifacts_path, service_paths
+from eval_pipelines.service.layout import service_paths, stored_rollout_artifacts
 from eval_pipelines.service.settings import ServiceSettings
 
 #: How often the pipeline polls the local service for progress: a loopback request costs well under a
@@ -82,7 +82,7 @@ class LocalEvaluationService:
         return EvaluationBackend(
             EvaluationClientSync(EvaluationClient(self.url, self.key)),
             poll_interval=LOCAL_POLL_SECONDS,
-            local_artifacts=lambda run_id, rollout_id: rollout_artifacts_path(artifacts_dir, run_id, rollout_id),
+            local_artifacts=lambda run_id, rollout_id: stored_rollout_artifacts(artifacts_dir, run_id, rollout_id),
             name="embedded",
         )
 

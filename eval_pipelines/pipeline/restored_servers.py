@@ -18,7 +18,13 @@ from types import TracebackType
 from typing import Any
 
 from eval_pipelines.runtime.local import shared_tool_host
-from eval_pipelines.schemas.artifacts import META_STATE, META_TOOL_SERVERS, RunArtifacts
+from eval_pipelines.schemas.artifacts import (
+    META_STATE,
+    META_TOOL_SERVERS,
+    STORED_ARTIFACTS_SUFFIX,
+    RunArtifacts,
+    UnreadableArtifacts,
+)
 from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
 from eval_pipelines.verifiers.isolation import VerifyJob
 
@@ -34,7 +40,10 @@ class RestoredServers:
         A rollout without a recorded final state is left as it is (its verifier sees no live server)."""
         if not isinstance(job.artifacts, Path):
             return job
-        artifacts = RunArtifacts.model_validate_json(job.artifacts.read_text(encoding="utf-8"))
+        try:
+            artifacts = RunArtifacts.load(job.artifacts)
+        except (OSError, UnreadableArtifacts):
+            return job  # verified from the same file, which reports why it cannot be read as the rollout's verdicts
         finals = {
             server: recorded["final"]
             for server, recorded in (artifacts.metadata.get(META_STATE) or {}).items()
@@ -45,7 +54,7 @@ class RestoredServers:
         urls = asyncio.run(self._restore(finals))
         artifacts.metadata[META_TOOL_SERVERS] = urls
         self._copies += 1
-        copy = self._dir / f"{self._copies}-{job.artifacts.name}"
+        copy = self._dir / f"{self._copies}{STORED_ARTIFACTS_SUFFIX}"
         artifacts.dump(copy)
         return VerifyJob(copy, job.modules)
 

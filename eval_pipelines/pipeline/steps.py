@@ -21,7 +21,7 @@ from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.inputs.sweeps import ConfigError, model_config_for, run_name
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.pipeline.restored_servers import RestoredServers
-from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.artifacts import STORED_ARTIFACTS_SUFFIX, RunArtifacts, UnreadableArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import Rollout, RunLaunchRequest, error_class_of
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
@@ -122,7 +122,8 @@ PREVIEW_ROWS = 10
 
 
 def trace_path(traces_root: Path, model_key: str, scenario_key: str, rollout_id: str) -> Path:
-    return traces_root / hive_partition(model_key, scenario_key) / f"{rollout_id}.json"
+    """Where a rollout's artifacts downloaded from a remote service are stored (compressed, as the service's)."""
+    return traces_root / hive_partition(model_key, scenario_key) / f"{rollout_id}{STORED_ARTIFACTS_SUFFIX}"
 
 
 class RunNotLaunched(LookupError):
@@ -208,7 +209,12 @@ def _artifacts_of(
     """A finished rollout's artifacts and the file that holds them (None, None: it has none)."""
     local = backend.artifacts_file(run_id, rollout_id)
     if local is not None:
-        return RunArtifacts.model_validate_json(local.read_bytes()), str(local)
+        try:
+            return RunArtifacts.load(local), str(local)
+        except (OSError, UnreadableArtifacts) as exc:
+            # As for a rollout whose file is missing: its row is written without a trace, the others go on.
+            logger.warning("rollout %s is collected without its trace: %s", rollout_id, exc)
+            return None, None
     artifacts = backend.get_artifacts(rollout_id)
     if artifacts is None:
         return None, None
@@ -409,21 +415,26 @@ def judge_partition_rubrics(
     tasks = scenario.tasks()
     rows = [r for r in stored if r["artifacts_path"] and r["task_id"] in tasks]
 
-    async def judge_all() -> list[tuple[dict[str, Any], VerifierOutcome]]:
+    async def judge_all() -> list[tuple[dict[str, Any], VerifierOutcome] | None]:
         async with ChatClient.from_model_config(judge_config) as client:
             judge = RubricJudge(client, judge_config.model)
             gate = asyncio.Semaphore(max_concurrency)
 
-            async def one(row: dict[str, Any]) -> tuple[dict[str, Any], VerifierOutcome]:
+            async def one(row: dict[str, Any]) -> tuple[dict[str, Any], VerifierOutcome] | None:
                 async with gate:
-                    artifacts = RunArtifacts.model_validate_json(Path(row["artifacts_path"]).read_text("utf-8"))
+                    try:
+                        artifacts = RunArtifacts.load(row["artifacts_path"])
+                    except (OSError, UnreadableArtifacts) as exc:
+                        # One lost or damaged trace is left unjudged (as verification skips it), not the step.
+                        logger.warning("rollout %s is not judged: %s", row["rollout_id"], exc)
+                        return None
                     override = artifacts.metadata.get("rubric_markdown")
                     outcome = await judge.judge(artifacts, tasks[row["task_id"]].rubric, override)
                     return row, judge.to_outcome(outcome)
 
             return await asyncio.gather(*(one(r) for r in rows))
 
-    judged = asyncio.run(judge_all())
+    judged = [found for found in asyncio.run(judge_all()) if found is not None]
     verified_at = dt.datetime.now(dt.UTC)
     records = [VerificationRecord.of_rollout(row, outcome, verified_at) for row, outcome in judged]
     if not records:

@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, PrivateAttr
+import zstandard
+from pydantic import Field, PrivateAttr, ValidationError
 
 from eval_pipelines.schemas._base import WireModel, utc_now_iso
+from eval_pipelines.schemas.limits import MAX_ARTIFACTS_BYTES
 from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
 
 ARTIFACTS_VERSION = "0.1"
+
+#: How a rollout's artifacts are stored (the service's files, the collector's copies): compact JSON in one zstd
+#: frame. `RunArtifacts.dump` picks the format by this suffix; `RunArtifacts.load` reads either format.
+STORED_ARTIFACTS_SUFFIX = ".json.zst"
+#: Measured on the benchmark task (35 KB of compact JSON, mostly the two state snapshots): level 3 stores 5.6 KB
+#: for 0.08 ms of CPU; level 6 saves 4 % more for twice the CPU, level 19 saves 7 % for 55 times it.
+ARTIFACTS_ZSTD_LEVEL = 3
+#: Every zstd frame starts with these bytes; no JSON text can, so the format is read from the file, not its name.
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 #: Keys of `RunArtifacts.metadata` that the engine fills and verifiers read.
 META_STATE = "state"  # {tool_server: {"initial": state, "final": state}}
@@ -28,6 +42,78 @@ META_TOOL_SERVERS = "tool_servers"
 META_SIMLAB_SERVERS = "simlab_servers"
 #: True when the final answer is a tool call written as text (a template the endpoint did not parse).
 META_TEXT_TOOL_CALL = "final_answer_is_tool_call"
+
+
+class UnreadableArtifacts(ValueError):
+    """A stored artifacts file holds no readable RunArtifacts: truncated, corrupt, or larger than
+    MAX_ARTIFACTS_BYTES. A ValueError, like pydantic's parse errors, so a caller handles both alike."""
+
+
+# zstd contexts are reusable but not shareable between threads (the service writes from a thread pool).
+_zstd_contexts = threading.local()
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    if (compressor := getattr(_zstd_contexts, "compressor", None)) is None:
+        compressor = _zstd_contexts.compressor = zstandard.ZstdCompressor(level=ARTIFACTS_ZSTD_LEVEL)
+    return compressor
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    if (decompressor := getattr(_zstd_contexts, "decompressor", None)) is None:
+        decompressor = _zstd_contexts.decompressor = zstandard.ZstdDecompressor()
+    return decompressor
+
+
+def _too_large(source: str) -> UnreadableArtifacts:
+    return UnreadableArtifacts(f"{source} is larger than the {MAX_ARTIFACTS_BYTES:,}-byte limit of stored artifacts")
+
+
+def _decompressed(frame: bytes, source: str) -> bytes:
+    try:
+        declared = zstandard.frame_content_size(frame)
+    except zstandard.ZstdError as exc:
+        raise UnreadableArtifacts(f"{source} is not a complete zstd frame ({exc})") from exc
+    # The frame header's size is what `decompress` allocates, so it is checked first; a frame that declares none
+    # (not written here) is capped by `max_output_size` instead, and fails like a truncated one beyond it.
+    if declared > MAX_ARTIFACTS_BYTES:
+        raise _too_large(source)
+    try:
+        data = _decompressor().decompress(frame, max_output_size=MAX_ARTIFACTS_BYTES)
+    except zstandard.ZstdError as exc:
+        beyond = "" if declared >= 0 else f" of at most {MAX_ARTIFACTS_BYTES:,} bytes"
+        raise UnreadableArtifacts(f"{source} is not a complete zstd frame{beyond} ({exc})") from exc
+    if len(data) > MAX_ARTIFACTS_BYTES:
+        raise _too_large(source)
+    return data
+
+
+def read_artifacts_file(path: str | Path) -> bytes:
+    """An artifacts file's stored bytes (compressed or plain), unparsed: what a reader in another process (a
+    verifier worker) parses with `RunArtifacts.from_stored_bytes`. OSError when the file cannot be read;
+    UnreadableArtifacts when it is larger than MAX_ARTIFACTS_BYTES (read no further than that)."""
+    with Path(path).open("rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size > MAX_ARTIFACTS_BYTES:
+            raise _too_large(str(path))
+        # Read what the file holds, not up to the limit: a buffered read allocates the size it is asked for. One
+        # byte more tells a file that grew since it was measured, and the limit still bounds it.
+        data = file.read(size + 1)
+    if len(data) > MAX_ARTIFACTS_BYTES:
+        raise _too_large(str(path))
+    return data
+
+
+def _write_whole(target: Path, data: bytes) -> None:
+    """Write through a temp file and rename it into place, so a reader (or a crash) never leaves half a file: a
+    truncated zstd frame loses the whole record, not just its tail."""
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        temp.write_bytes(data)
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
 
 
 class RunArtifacts(WireModel):
@@ -77,8 +163,38 @@ class RunArtifacts(WireModel):
         return self.model_dump(mode="json")
 
     def dump(self, path: str | Path) -> Path:
+        """Write the record to `path`: as indented JSON (spec 001's `dump`), or, when the name ends in
+        `STORED_ARTIFACTS_SUFFIX`, as the stored form (compact JSON, zstd). Either way `load` reads it back."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         # pydantic-core's encoder: the pure-Python one cost a visible share of a rollout's CPU.
-        target.write_text(self.model_dump_json(indent=2), encoding="utf-8")
+        if target.name.endswith(STORED_ARTIFACTS_SUFFIX):
+            data = _compressor().compress(self.model_dump_json().encode())
+        else:
+            data = self.model_dump_json(indent=2).encode()
+        _write_whole(target, data)
         return target
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunArtifacts:
+        """The record in a file written by `dump`, compressed or plain JSON (files stored before compression still
+        load). OSError when the file cannot be read, UnreadableArtifacts when it holds no readable record."""
+        return cls.from_stored_bytes(read_artifacts_file(path), source=str(path))
+
+    @classmethod
+    def from_stored_bytes(cls, data: bytes, *, source: str = "stored artifacts") -> RunArtifacts:
+        """The record in a stored file's bytes (`read_artifacts_file`), compressed or plain JSON; `source` names
+        them in the error."""
+        if data.startswith(_ZSTD_MAGIC):
+            data = _decompressed(data, source)
+        elif len(data) > MAX_ARTIFACTS_BYTES:
+            raise _too_large(source)
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in first["loc"])
+            detail = f"{where}: {first['msg']}" if where else first["msg"]
+            raise UnreadableArtifacts(
+                f"{source} is not a RunArtifacts record ({exc.error_count()} error(s); {detail})"
+            ) from exc

@@ -19,3 +19,7 @@ MAX_MODEL_REPLY_BYTES = 8 << 20
 MAX_JSON_DEPTH = 64
 #: len(task_ids) x rollout_count of one run; a larger launch is refused before anything is allocated.
 DEFAULT_MAX_ROLLOUTS_PER_RUN = 10_000
+#: One rollout's stored artifacts, as decompressed JSON (and as the file itself): far above any real rollout (the
+#: benchmark task's is 35 KB) and far below a verifier worker's 2 GiB address space. A larger file, or a zstd frame
+#: that claims to expand beyond it, is refused before it is read whole.
+MAX_ARTIFACTS_BYTES = 64 << 20

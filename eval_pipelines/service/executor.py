@@ -20,7 +20,7 @@ from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.lib.slots import SlotPool
-from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.artifacts import RunArtifacts, UnreadableArtifacts
 from eval_pipelines.schemas.limits import DEFAULT_MAX_ROLLOUTS_PER_RUN
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import (
@@ -386,11 +386,20 @@ class RunExecutor:
                 cancel.set()
 
     def load_artifacts(self, rollout_id: str) -> RunArtifacts:
-        """Artifacts of a finished rollout; NotFound while it is unknown or still in progress."""
+        """Artifacts of a finished rollout; NotFound while it is unknown or still in progress, or when its file
+        cannot be read."""
         found = self.store.artifacts_path(rollout_id)
         if found is None:
             raise NotFound(f"rollout {rollout_id!r} not found")
         status, path = found
         if not status.is_terminal or not path or not Path(path).is_file():
             raise NotFound(f"artifacts of rollout {rollout_id!r} are not available yet (status {status.value})")
-        return RunArtifacts.model_validate_json(Path(path).read_text(encoding="utf-8"))
+        try:
+            # Stored compressed (or as plain JSON before that); the wire carries the decompressed record.
+            return RunArtifacts.load(path)
+        except (OSError, UnreadableArtifacts) as exc:
+            # An unreadable file answers as a missing one does (the collector records the rollout without a trace
+            # rather than failing the whole step); the cause, which names a server path, stays in the log.
+            logger.warning("artifacts of rollout %s cannot be read: %s", rollout_id, exc)
+            message = f"artifacts of rollout {rollout_id!r} are stored but cannot be read (see the service log)"
+            raise NotFound(message) from exc

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import multiprocessing.connection
 import os
 import resource
@@ -43,7 +42,7 @@ from types import TracebackType
 from typing import Any, TypeGuard
 
 from eval_pipelines.lib.confine import drop_capabilities, restrict_writes_to
-from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.artifacts import RunArtifacts, UnreadableArtifacts, read_artifacts_file
 from eval_pipelines.schemas.runs import DEFAULT_VERIFIER_TIMEOUT_SECONDS
 from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome
 from eval_pipelines.verifiers.loader import load_verifier_package, verifier_version
@@ -58,8 +57,9 @@ _STOP_GRACE_SECONDS = 2.0
 #: The only environment variables a worker gets (locale, temp dir, search path); secrets stay behind.
 _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
 
-#: The artifacts object, its JSON-ready dict, its JSON bytes, or the path of its trace file.
-ArtifactsRef = RunArtifacts | dict[str, Any] | bytes | str | Path | OSError
+#: The artifacts object, its JSON-ready dict, its stored bytes (compressed or plain JSON), or the path of its trace
+#: file; or why that file could not be read.
+ArtifactsRef = RunArtifacts | dict[str, Any] | bytes | str | Path | OSError | UnreadableArtifacts
 #: A job on its way to the worker: (job index, artifacts, modules, positions of the modules still to run).
 _Pending = tuple[int, ArtifactsRef, tuple[str, ...], tuple[int, ...]]
 
@@ -96,19 +96,20 @@ def load_artifacts(ref: ArtifactsRef) -> RunArtifacts:
     if isinstance(ref, dict):
         return RunArtifacts.model_validate(ref)
     if isinstance(ref, bytes):
-        return RunArtifacts.model_validate_json(ref)
-    if isinstance(ref, OSError):  # the parent could not read the trace: the same error, reported by the worker
+        return RunArtifacts.from_stored_bytes(ref)
+    if isinstance(ref, OSError | UnreadableArtifacts):  # the parent could not read the trace: reported here
         raise ref
-    return RunArtifacts.model_validate(json.loads(Path(ref).read_text(encoding="utf-8")))
+    return RunArtifacts.load(ref)
 
 
 def _read_ref(ref: ArtifactsRef) -> ArtifactsRef:
-    """A trace path becomes its bytes, read here: the worker may run as a user that cannot open the data dir. A
-    file that cannot be read becomes its OSError, which the worker reports as that rollout's error."""
+    """A trace path becomes its stored bytes, read here and parsed by the worker (still compressed: less to send
+    through the pipe): the worker may run as a user that cannot open the data dir. A file that cannot be read
+    becomes its error, which the worker reports as that rollout's error."""
     if isinstance(ref, str | Path):
         try:
-            return Path(ref).read_bytes()
-        except OSError as exc:
+            return read_artifacts_file(ref)
+        except (OSError, UnreadableArtifacts) as exc:
             return exc
     return ref
 

@@ -15,6 +15,7 @@ from eval_pipelines.definitions import build_assets, defs
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, eval_catalog, eval_run, rollouts
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIO_MODEL, SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
+from eval_pipelines.schemas.artifacts import STORED_ARTIFACTS_SUFFIX
 
 SWEEP = """
 name: tiny
@@ -134,7 +135,7 @@ def test_a_partition_launches_its_run_once_and_stores_each_artifact_once(
     rows = pq.read_table(next(part.glob("*.parquet")), columns=["rollout_id", "artifacts_path"]).to_pylist()
     assert len(rows) == 4
     for row in rows:
-        copies = [p for p in data.rglob(f"{row['rollout_id']}.json") if p.is_file()]
+        copies = [p for p in data.rglob(f"{row['rollout_id']}{STORED_ARTIFACTS_SUFFIX}") if p.is_file()]
         assert copies == [Path(row["artifacts_path"])], copies
 
 

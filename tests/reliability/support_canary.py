@@ -1,8 +1,8 @@
 """Search everything a run left behind for a secret: files as raw bytes and as decoded values.
 
 Compressed or binary formats can hide a string from a byte search, so each format is also decoded: Parquet
-values (zstd pages), SQLite rows (the service, platform and Dagster stores), DuckDB base tables, zip members
-and gzip streams.
+values (zstd pages), SQLite rows (the service, platform and Dagster stores), DuckDB base tables, zip members,
+gzip streams and zstd frames (the stored rollout artifacts).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
+from tests.support.stored_files import ZSTD_MAGIC, plain_bytes
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -56,6 +58,8 @@ def decoded_views(path: Path) -> Iterator[tuple[str, str]]:
                 yield f"zip member {name}", archive.read(name).decode("latin-1")
     elif raw[:2] == b"\x1f\x8b":
         yield "gzip", gzip.decompress(raw).decode("latin-1")
+    elif raw.startswith(ZSTD_MAGIC):
+        yield "zstd", plain_bytes(path).decode("latin-1")
 
 
 def files_under(roots: Iterable[Path]) -> list[Path]:

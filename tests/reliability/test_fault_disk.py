@@ -5,7 +5,7 @@ made impossible without any privilege: a regular FILE sits where a folder must g
 fails with NotADirectoryError), or a FOLDER sits where one rollout's artifact file must go (that one write fails
 with IsADirectoryError). Both behave like a read-only or failing disk for exactly the paths chosen.
 
-Two places are written: the service's artifact files (`<data>/service/artifacts/<run>/<rollout>.json`, by the
+Two places are written: the service's artifact files (`<data>/service/artifacts/<run>/<rollout>.json.zst`, by the
 executor; the pipeline reads them there, as it shares the local service's disk) and the Parquet files
 (`<data>/warehouse/...`), by `run_and_collect`.
 """

@@ -39,6 +39,7 @@ from eval_pipelines.platform.app import create_platform_app
 from eval_pipelines.platform.auth import TokenRegistry
 from eval_pipelines.platform.config import PlatformSettings
 from eval_pipelines.platform.models import SIM_SYNTH_MODEL_ID, ModelRegistry
+from eval_pipelines.schemas.artifacts import STORED_ARTIFACTS_SUFFIX
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 from eval_pipelines.sim.npc import SIM_NPC, sim_npc_persona
 from eval_pipelines.sim.platform import PLATFORM_PERSONAS, SIM_QUALITY_JUDGE, SIM_SAFETY_JUDGE, SIM_SYNTH
@@ -129,7 +130,7 @@ def _hosted_synthetic_rows(root: Path, models_file: Path, mp: pytest.MonkeyPatch
         hosted.setenv("PLATFORM_SPACE_ID", PLATFORM_SPACE)
         result = dg.materialize(
             [assets_by_name()["synthetic_rows"]],
-            partition_key="team_chat_1.0.0",
+            partition_key="team_chat:1.0.0",
             instance=dg.DagsterInstance.get(),
             resources={"paths": EvalPaths(), "assessment_platform": AssessmentPlatform()},
             raise_on_error=False,
@@ -267,7 +268,7 @@ def test_no_canary_in_any_file(canary_run: CanaryRun) -> None:
     assert any(p.suffix == ".parquet" and "judgements" in p.parts for p in files)
     assert any(p.suffix == ".parquet" and "synthetic_rows" in p.parts for p in files)
     assert {"runs.sqlite3", "platform.sqlite3", "eval.duckdb"} <= names
-    assert any(p.suffix == ".json" and "artifacts" in p.parts for p in files)
+    assert any(p.name.endswith(STORED_ARTIFACTS_SUFFIX) and "artifacts" in p.parts for p in files)
     assert any("storage" in p.parts for p in files), "the Dagster storage is empty"
     assert find_secrets(canary_run.roots.values(), CANARIES.values()) == []
 

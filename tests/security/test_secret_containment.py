@@ -22,6 +22,7 @@ import pytest
 from eval_pipelines.lib.serving import BackgroundServer
 from tests.reliability.support_runs import make_dagster_home
 from tests.support.scripted_llm import Script, create_scripted_app, text_reply, tool_call_reply
+from tests.support.stored_files import plain_bytes
 
 CANARIES = {
     "MODEL_KEY": "canary-model-key-7f3a91",
@@ -59,7 +60,7 @@ def _files_under(root: Path) -> Iterator[Path]:
 def _decoded(path: Path) -> str:
     if path.suffix == ".parquet":
         return repr(pq.read_table(path).to_pylist())
-    return path.read_bytes().decode("utf-8", errors="replace")
+    return plain_bytes(path).decode("utf-8", errors="replace")
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ from tests.service.eval_service_support import (
     scripted_model,
 )
 from tests.support.scripted_llm import Script, text_reply
+from tests.support.stored_files import plain_bytes
 
 TASKS = ["email_ops_001", "email_ops_002", "email_ops_003"]
 PHASES_IN_ORDER = [
@@ -341,7 +342,7 @@ async def test_a_credentialed_base_url_is_used_stored_redacted_and_resumes(
             assert echoed == f"http://{host}/v1"
             resumed = await client.resume_run(launched.run_id, launch(["x"], config).model_config_)
             assert resumed.requeued_rollouts == 0
-    stored = b"".join(p.read_bytes() for p in data_dir.rglob("*") if p.is_file())
+    stored = b"".join(plain_bytes(p) for p in data_dir.rglob("*") if p.is_file())
     assert b"url-secret-4411" not in stored and b"query-secret-9922" not in stored
 
 

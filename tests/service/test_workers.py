@@ -34,6 +34,7 @@ from eval_pipelines.service.workers import (
     split_parallel,
 )
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from tests.support.stored_files import plain_bytes
 
 SCENARIO = "email_ops:1.0.0"
 CANARY = "sk-worker-canary-5d1e7a"
@@ -224,7 +225,7 @@ def test_a_spread_run_runs_each_rollout_once_within_max_parallel(tmp_path: Path,
     assert seen_children, "no worker process was started"
     assert exposed == []
     assert _peak_overlap(rows) <= 4
-    assert not [path for path in tmp_path.rglob("*") if path.is_file() and CANARY.encode() in path.read_bytes()]
+    assert not [path for path in tmp_path.rglob("*") if path.is_file() and CANARY.encode() in plain_bytes(path)]
 
 
 @pytest.mark.slow

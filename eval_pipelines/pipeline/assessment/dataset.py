@@ -19,7 +19,7 @@ from eval_pipelines.clients.platform import (
     PlatformClient,
     PlatformTarget,
 )
-from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.artifacts import RunArtifacts, UnreadableArtifacts
 from eval_pipelines.schemas.platform import (
     ConversationMessage,
     DatasetRow,
@@ -129,7 +129,12 @@ def build_dataset_rows(warehouse: Warehouse, model_key: str, scenario_key: str, 
         if not path or not Path(path).is_file():
             skipped += 1
             continue
-        artifacts = RunArtifacts.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+        try:
+            artifacts = RunArtifacts.load(path)
+        except (OSError, UnreadableArtifacts) as exc:
+            logger.warning("rollout %s is left out of the dataset: %s", rollout["rollout_id"], exc)
+            skipped += 1
+            continue
         label = None if score.reward is None else int(score.reward)
         row = dataset_row(artifacts, ground_truth=label, task_id=rollout["task_id"], rollout_id=rollout["rollout_id"])
         if row is None:

@@ -10,17 +10,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from eval_pipelines.llm.types import wire_tool_name
 from eval_pipelines.reports.export.messages import openai_messages
 from eval_pipelines.reports.export.reader import RolloutRecord
-from eval_pipelines.schemas.artifacts import META_NPC_TRANSCRIPTS
-
-#: A trace larger than this is not read for its NPC conversations: the page must stay quick, and a trace that
-#: large is mostly state snapshots.
-MAX_TRACE_BYTES = 64 * 1024 * 1024
+from eval_pipelines.schemas.artifacts import META_NPC_TRANSCRIPTS, RunArtifacts, UnreadableArtifacts
 
 
 def pretty_json(text: str | None) -> str:
@@ -242,18 +237,14 @@ def status_events(row: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]])
 def npc_transcripts(artifacts_path: str | None) -> dict[str, list[dict[str, str]]] | None:
     """profile -> the NPC's conversation with the agent, from the rollout's trace (the warehouse does not keep
     them). None when the trace cannot be read here (another machine's path, a remote service's download that is
-    gone, or too large); {} when the rollout had no NPC."""
+    gone, a damaged file, or one above the stored-artifacts size limit); {} when the rollout had no NPC."""
     if not artifacts_path:
         return None
-    path = Path(artifacts_path)
     try:
-        if path.stat().st_size > MAX_TRACE_BYTES:
-            return None
-        trace = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        trace = RunArtifacts.load(artifacts_path)
+    except (OSError, UnreadableArtifacts):
         return None
-    metadata = trace.get("metadata") if isinstance(trace, dict) else None
-    raw = metadata.get(META_NPC_TRANSCRIPTS) if isinstance(metadata, dict) else None
+    raw = trace.metadata.get(META_NPC_TRANSCRIPTS)
     if not isinstance(raw, dict):
         return {}
     return {
