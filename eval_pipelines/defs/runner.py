@@ -21,9 +21,9 @@ from eval_pipelines.defs.evals.assets import (
     build_error_check,
     build_scores_check,
 )
-from eval_pipelines.defs.evals.automation import REVERIFY_TAG
+from eval_pipelines.defs.evals.automation import REVERIFY_TAG, register_partitions
 from eval_pipelines.defs.evals.cli_runs import CLI_HOST_TAG, CLI_PID_TAG, Heartbeat, fail_abandoned_cli_runs
-from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
+from eval_pipelines.defs.evals.partitions import SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from eval_pipelines.defs.registry import assets_by_name
 from eval_pipelines.inputs.paths import dagster_config_dir, data_dir, project_dir, scenarios_dir
@@ -212,8 +212,7 @@ class SweepRun:
         cli_tags = _cli_tags()
         with self._local_service_held(), open_instance() as instance:
             self.abandoned_runs = fail_abandoned_cli_runs(instance)
-            instance.add_dynamic_partitions(MODELS.name or "models", [m.name for m in self.sweep.models])
-            instance.add_dynamic_partitions(SCENARIOS.name or "scenarios", [s.scenario_id for s in self.scenarios])
+            register_partitions(instance, [partition_of(m.name, s.scenario_id) for m, s in self.pairs])
             for model, scenario in self.pairs:
                 if stop is not None and stop.requested:
                     break
@@ -267,19 +266,17 @@ def reverify_partitions(
     sweep_tags = {SWEEP_ID_TAG: sweep_id} if sweep_id is not None else {}
     failures: list[ReverifyFailure] = []
     with open_instance() as instance:
-        instance.add_dynamic_partitions(MODELS.name or "models", sorted({p.model_key for p in partitions}))
-        instance.add_dynamic_partitions(
-            SCENARIOS.name or "scenarios", sorted({p.scenario.scenario_id for p in partitions})
-        )
+        keys = [partition_of(p.model_key, p.scenario.scenario_id) for p in partitions]
+        register_partitions(instance, keys)
         done = 0
-        for partition in partitions:
+        for partition, key in zip(partitions, keys, strict=True):
             if stop is not None and stop.requested:
                 break
             on_progress(done, partition)
             result = _execute_partition(
                 job,
                 instance,
-                partition_of(partition.model_key, partition.scenario.scenario_id),
+                key,
                 {REVERIFY_TAG: partition.verifier_version, **sweep_tags, **cli_tags},
                 SILENT_CONSOLE,
             )
