@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from eval_pipelines.inputs.paths import sweeps_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles, partition_key
 from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
+from eval_pipelines.schemas.sweep import CRON_MACROS_MORE_THAN_DAILY, SweepConfig, SweepModel
 
 #: In a sweep's `scenarios`, this stands for every scenario in the catalog (generated ones included).
 ALL_SCENARIOS = "*"
@@ -95,7 +95,10 @@ def default_sweep_id(sweep: SweepConfig, day: dt.date | None = None) -> str:
 
 
 def fires_more_than_daily(cron: str) -> bool:
-    """Whether a cron expression can fire more than once a day: its minute or hour field is not one number."""
+    """Whether a cron expression can fire more than once a day: a macro that does, or a minute or hour field that
+    is not one number."""
+    if cron in CRON_MACROS_MORE_THAN_DAILY:
+        return CRON_MACROS_MORE_THAN_DAILY[cron]
     minute, hour, *_ = cron.split()
     return not (minute.isdigit() and hour.isdigit())
 

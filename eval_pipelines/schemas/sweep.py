@@ -39,6 +39,16 @@ def is_simulated_model(name: str) -> bool:
 
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
+#: The cron macros the scheduler accepts, and whether each fires more than once a day.
+CRON_MACROS_MORE_THAN_DAILY = {
+    "@hourly": True,
+    "@daily": False,
+    "@midnight": False,
+    "@weekly": False,
+    "@monthly": False,
+    "@yearly": False,
+    "@annually": False,
+}
 #: Share of errored rollouts in one model x scenario above which a sweep is reported broken (`error_threshold`).
 DEFAULT_ERROR_THRESHOLD = 0.2
 
@@ -144,9 +154,10 @@ class SweepConfig(StrictModel):
     def _five_field_cron(cls, value: str | None) -> str | None:
         # Checked here so a malformed cron is a config error naming the field, not a code location that fails
         # to load; the fields' own syntax is the scheduler's to check.
-        if value is not None and len(value.split()) != 5:
+        if value is not None and value not in CRON_MACROS_MORE_THAN_DAILY and len(value.split()) != 5:
             raise ValueError(
-                "cron must have five fields (minute hour day-of-month month day-of-week), e.g. '0 2 * * *'"
+                "cron must have five fields (minute hour day-of-month month day-of-week), e.g. '0 2 * * *', or be "
+                f"one of {sorted(CRON_MACROS_MORE_THAN_DAILY)}"
             )
         return value
 

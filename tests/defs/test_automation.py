@@ -161,3 +161,16 @@ def test_the_sensor_interval_is_validated(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv(SENSOR_INTERVAL_ENV, "soon")
     with pytest.raises(ValueError, match=SENSOR_INTERVAL_ENV):
         sensor_interval_seconds()
+
+
+def test_a_broken_scenario_skips_the_sync_tick_naming_the_file(
+    sweeps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "scenarios" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "template.json").write_text('{"scenario_id": "not a valid id!"}')
+    monkeypatch.setenv("EVAL_PIPELINES_SCENARIOS_DIR", str(tmp_path / "scenarios"))
+    _write(sweeps, "model-a", scenarios='"*"')
+    result = build_sync_sensor()(dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral()))
+    assert isinstance(result, dg.SkipReason)
+    assert "template.json" in (result.skip_message or "")

@@ -26,6 +26,9 @@ def _sweep(cron: str | None) -> SweepConfig:
         ("*/30 * * * *", "nightly-20261125T1430"),
         ("0 */6 * * *", "nightly-20261125T1430"),
         ("0,30 2 * * *", "nightly-20261125T1430"),
+        ("@daily", "nightly-20261125"),
+        ("@weekly", "nightly-20261125"),
+        ("@hourly", "nightly-20261125T1430"),
     ],
 )
 def test_each_tick_of_a_faster_than_daily_cron_is_a_sweep_of_its_own(cron: str, expected: str) -> None:

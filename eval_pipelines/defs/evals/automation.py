@@ -74,8 +74,8 @@ reverify_job = dg.define_asset_job(
 )
 
 
-def sweep_partition_keys(sweep: SweepConfig) -> list[dg.MultiPartitionKey]:
-    scenarios = sweep_scenarios(sweep, ScenarioCatalog(), source=f"sweep {sweep.name!r}")
+def sweep_partition_keys(sweep: SweepConfig, catalog: ScenarioCatalog | None = None) -> list[dg.MultiPartitionKey]:
+    scenarios = sweep_scenarios(sweep, catalog or ScenarioCatalog(), source=f"sweep {sweep.name!r}")
     return [partition_of(m.name, s.scenario_id) for s in scenarios for m in sweep.models]
 
 
@@ -153,21 +153,23 @@ def _in_flight(instance: dg.DagsterInstance, key: dg.MultiPartitionKey) -> bool:
 
 
 def _new_pair_requests(
-    instance: dg.DagsterInstance, sweeps: dict[str, SweepConfig], known: set[str]
-) -> tuple[list[dg.RunRequest], set[str]]:
+    instance: dg.DagsterInstance,
+    sweeps: dict[str, SweepConfig],
+    keys_by_sweep: dict[str, list[dg.MultiPartitionKey]],
+    known: set[str],
+) -> list[dg.RunRequest]:
     """Run requests for pairs of sweeps without a cron that appeared in a config since the last tick (a sweep
-    with a cron gets them from its schedule), and every pair seen now."""
-    seen: set[str] = set()
+    with a cron gets them from its schedule)."""
     requests: list[dg.RunRequest] = []
     materialised = instance.get_materialized_partitions(dg.AssetKey("rollouts"))
-    for sweep in sorted(sweeps.values(), key=lambda s: s.name):
-        keys = sweep_partition_keys(sweep)
-        seen.update(str(k) for k in keys)
+    for name in sorted(sweeps):
+        sweep = sweeps[name]
         if sweep.cron:
             continue
+        keys = keys_by_sweep[name]
         fresh = [k for k in keys if str(k) not in known and str(k) not in materialised and not _in_flight(instance, k)]
         requests.extend(sweep_run_requests(sweep, default_sweep_id(sweep), fresh))
-    return requests, seen
+    return requests
 
 
 def build_sync_sensor(job: dg.UnresolvedAssetJobDefinition = sweep_job) -> dg.SensorDefinition:
@@ -184,17 +186,16 @@ def build_sync_sensor(job: dg.UnresolvedAssetJobDefinition = sweep_job) -> dg.Se
     def sync_sweep_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         try:
             sweeps = load_all_sweeps()
-            keys = [k for s in sweeps.values() for k in sweep_partition_keys(s)]
-        except ConfigError as exc:
+            catalog = ScenarioCatalog()  # scanned once per tick, for every sweep
+            keys_by_sweep = {name: sweep_partition_keys(sweep, catalog) for name, sweep in sweeps.items()}
+        except (ConfigError, ScenarioError) as exc:  # a broken config or scenario: said in the tick, file named
             return dg.SkipReason(str(exc))
+        keys = [k for sweep_keys in keys_by_sweep.values() for k in sweep_keys]
         missing = _missing_partitions(context.instance, keys)
         known = set(json.loads(context.cursor)) if context.cursor else set()
-        requests: list[dg.RunRequest] = []
-        if context.cursor is None:
-            # The first tick only learns the pairs: the configs' existing pairs are the CLI's or a schedule's.
-            seen = {str(k) for k in keys}
-        else:
-            requests, seen = _new_pair_requests(context.instance, sweeps, known)
+        seen = {str(k) for k in keys}
+        # The first tick only learns the pairs: the configs' existing pairs are the CLI's or a schedule's.
+        requests = [] if context.cursor is None else _new_pair_requests(context.instance, sweeps, keys_by_sweep, known)
         if not requests and not any(missing.values()) and seen == known:
             return dg.SkipReason("partitions already match the sweep configs")
         return dg.SensorResult(
