@@ -1,6 +1,9 @@
 """Orchestration overhead versus Inspect AI, side by side in one run on the same machine.
 
-    .venv/bin/python benchmarks/overhead.py                  # 200 x 1 and 100 x 5; target: ours >= 1.5x Inspect
+    .venv/bin/python benchmarks/overhead.py                  # 200 x 1 and 100 x 5, median of 3 runs per side
+
+Targets, every one held at every size: ours at least 3x the throughput of Inspect's lean in-process mockllm
+(its fastest configuration); at most 12 CPU-ms and 15,000 bytes on disk per rollout.
 
 The task on every side: a copy of email_ops_011 (5 tool calls, then a final answer), scored by the scenario's
 own state verifier, against a zero-latency model.
@@ -15,10 +18,11 @@ own state verifier, against a zero-latency model.
   `@tool` functions over a per-sample mailbox, the same verifier as the scorer, and Inspect's OpenAI-compatible
   provider pointed at the *same* endpoint process as ours.
 - **inspect-openai-lean**: the same, with every overhead switch Inspect offers turned off (settings "lean":
-  `log_realtime=False`, `display="none"`, `ctl_server=False`, `score_display=False`). Same transport as ours,
-  Inspect at its best: the headline ratio, held to the target.
+  `log_realtime=False`, `display="none"`, `ctl_server=False`, `score_display=False`): the same transport as
+  ours, Inspect at its best settings.
 - **inspect-mockllm-lean**: the lean settings on Inspect's in-process `mockllm`, with usage given explicitly so
-  it counts no tokens: no model HTTP at all, which our side always makes. Inspect's floor, reported beside it.
+  it counts no tokens: no model HTTP at all, which our side always makes. Inspect's fastest configuration, so
+  the throughput target is held against it.
 
 Every Inspect side records the eval() arguments it passed and the settings Inspect resolved from them (read back
 from Inspect) in the JSON, and the Markdown lists them. The Inspect children run with `INSPECT_*` variables
@@ -81,17 +85,20 @@ INSPECT_SIDES: dict[str, tuple[str, str]] = {
     INSPECT_MOCKLLM_LEAN: ("mockllm", "lean"),
 }
 SIDES = (OURS, *INSPECT_SIDES)
-#: Held to the target: the same model transport as ours (HTTP to the same endpoint) with Inspect's overhead
-#: switches off. Against Inspect's defaults the ratio flatters us; mockllm makes no model HTTP calls, which we do.
-HEADLINE = INSPECT_OPENAI_LEAN
+#: Held to the throughput target: Inspect's fastest configuration (lean settings, no model HTTP at all, which
+#: ours always makes). Against Inspect's defaults, or over the same HTTP endpoint, the ratio is higher.
+HEADLINE = INSPECT_MOCKLLM_LEAN
 LABELS = {
     OURS: "ours",
     INSPECT_OPENAI: "Inspect HTTP default",
     INSPECT_OPENAI_LEAN: "Inspect HTTP lean",
     INSPECT_MOCKLLM_LEAN: "Inspect mockllm lean",
 }
-TARGET_RATIO = 1.5
+TARGET_RATIO = 3.0
+TARGET_CPU_MS_PER_ROLLOUT = 12.0
+TARGET_BYTES_PER_ROLLOUT = 15_000
 DEFAULT_SIZES = ("200x1", "100x5")
+DEFAULT_REPEATS = 3
 CHILD_TIMEOUT_SECONDS = 1800.0
 
 
@@ -294,7 +301,7 @@ def run(
             else {}
         )
         comparisons.append({"samples": samples, "epochs": epochs, "medians": medians, "ours_vs": ours_vs})
-    headline = [c["ours_vs"][HEADLINE]["throughput"] for c in comparisons if HEADLINE in c["ours_vs"]]
+    targets = target_verdicts(comparisons)
     return {
         "benchmark": "overhead",
         "command": command_line(),
@@ -307,9 +314,10 @@ def run(
         "settings": {side: side_settings(side, max_parallel, inspect_settings.get(side)) for side in active},
         "inspect_environment": "INSPECT_* variables cleared",
         "skipped": skipped,
-        "headline": f"ours vs {HEADLINE} (the same model endpoint over HTTP, Inspect's lean settings)",
+        "headline": f"ours vs {HEADLINE} (Inspect's lean settings on its in-process mockllm: its fastest)",
         "target_ratio": TARGET_RATIO,
-        "meets_target": bool(headline) and min(headline) >= TARGET_RATIO,
+        "targets": targets,
+        "meets_target": all(t["met"] for t in targets.values()) if targets else None,
         "comparisons": comparisons,
         "measurements": measurements,
         "load_average_before": load_before,
@@ -317,6 +325,28 @@ def run(
         "machine": machine(),
         "measured_at": now_iso(),
     }
+
+
+def target_verdicts(comparisons: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each target with the worst figure across sizes and whether it holds; a target whose side did not run
+    is left out (so a run without Inspect is judged on CPU and bytes alone)."""
+    ours = [c["medians"][OURS] for c in comparisons if OURS in c["medians"]]
+    if not ours:
+        return {}
+    cpu = max(m["cpu_ms_per_rollout"] for m in ours)
+    stored = max(m["bytes_per_rollout"] for m in ours)
+    targets = {
+        "cpu_ms_per_rollout": {"target": f"<= {TARGET_CPU_MS_PER_ROLLOUT:g}", "worst": cpu,
+                               "met": cpu <= TARGET_CPU_MS_PER_ROLLOUT},
+        "bytes_per_rollout": {"target": f"<= {TARGET_BYTES_PER_ROLLOUT:,}", "worst": stored,
+                              "met": stored <= TARGET_BYTES_PER_ROLLOUT},
+    }  # fmt: skip
+    ratios_vs_headline = [c["ours_vs"][HEADLINE]["throughput"] for c in comparisons if HEADLINE in c["ours_vs"]]
+    if ratios_vs_headline:
+        worst = min(ratios_vs_headline)
+        targets[f"throughput_vs_{HEADLINE}"] = {"target": f">= {TARGET_RATIO:g}x", "worst": worst,
+                                                "met": worst >= TARGET_RATIO}  # fmt: skip
+    return targets
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -340,8 +370,10 @@ def markdown(report: dict[str, Any]) -> str:
             )
     lines += ["", "| side | settings |", "|---|---|"]
     lines += [f"| {side} | {settings_text(settings)} |" for side, settings in report["settings"].items()]
-    verdict = "meets" if report["meets_target"] else "MISSES"
-    lines += ["", f"Headline ({report['headline']}): {verdict} the {report['target_ratio']}x target."]
+    lines += ["", f"Throughput target against {report['headline']}.", "", "| target | worst figure | verdict |",
+              "|---|---|---|"]  # fmt: skip
+    for name, t in report["targets"].items():
+        lines.append(f"| {name} {t['target']} | {t['worst']} | {'meets' if t['met'] else '**MISSES**'} |")
     if report["skipped"]:
         lines.append(f"Skipped: {report['skipped']}")
     return "\n".join(lines)
@@ -354,7 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-parallel", type=int, default=10, help="rollouts in flight (Inspect: max_samples = max_connections)"
     )
-    parser.add_argument("--repeats", type=int, default=1, help="runs per side and size; the median is reported")
+    parser.add_argument(
+        "--repeats", type=int, default=DEFAULT_REPEATS, help="runs per side and size; the median is reported"
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="keep the run folders here")
     parser.add_argument("--out", default=str(RESULTS_DIR), help="where overhead.{json,md} go ('' = nowhere)")
     parser.add_argument(
@@ -387,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     write_report("overhead", report, markdown(report), Path(args.out) if args.out else None)
-    return 0 if report["meets_target"] or not report["comparisons"][0]["ours_vs"] else 1
+    return 0 if report["meets_target"] in (True, None) else 1
 
 
 if __name__ == "__main__":

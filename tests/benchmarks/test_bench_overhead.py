@@ -14,7 +14,7 @@ LEAN_ARGS = {"log_realtime": False, "display": "none", "ctl_server": False, "sco
 
 
 def test_bench_overhead_ours_runs_and_reports(tmp_path: Path) -> None:
-    main(["--sizes", "4x1", "2x2", "--sides", "ours", "--in-process", "--out", str(tmp_path)])
+    main(["--sizes", "4x1", "2x2", "--sides", "ours", "--repeats", "1", "--in-process", "--out", str(tmp_path)])
 
     report = json.loads((tmp_path / "overhead.json").read_text())
     assert [(c["samples"], c["epochs"]) for c in report["comparisons"]] == [(4, 1), (2, 2)]
@@ -29,7 +29,13 @@ def test_bench_overhead_ours_runs_and_reports(tmp_path: Path) -> None:
     assert measurement["artifact_bytes"] > 0  # artifacts, traces and Parquet were written
     assert measurement["bytes_per_rollout"] == round(measurement["artifact_bytes"] / 4)
     assert set(report["settings"]) == {"ours"} and report["settings"]["ours"]["max_parallel"] == 10
-    assert report["meets_target"] is False  # no Inspect side ran, so there is no ratio to meet
+    # No Inspect side ran: judged on CPU and bytes alone, each the worst of the two sizes.
+    targets = report["targets"]
+    assert set(targets) == {"cpu_ms_per_rollout", "bytes_per_rollout"}
+    worst_cpu = max(c["medians"]["ours"]["cpu_ms_per_rollout"] for c in report["comparisons"])
+    assert targets["cpu_ms_per_rollout"]["worst"] == worst_cpu
+    assert targets["cpu_ms_per_rollout"]["met"] == (worst_cpu <= 12)
+    assert report["meets_target"] == all(t["met"] for t in targets.values())
     assert "| 4 x 1 | ours |" in (tmp_path / "overhead.md").read_text()
 
 
@@ -48,7 +54,7 @@ def test_bench_overhead_inspect_children_do_not_inherit_inspect_settings(monkeyp
 @pytest.mark.slow
 @pytest.mark.skipif(not INSPECT_PYTHON.is_file(), reason="benchmarks/.venv-inspect (inspect-ai) is not installed")
 def test_bench_overhead_inspect_sides_score_the_same_task(tmp_path: Path) -> None:
-    main(["--sizes", "3x1", "--out", str(tmp_path)])
+    main(["--sizes", "3x1", "--repeats", "1", "--out", str(tmp_path)])
 
     report = json.loads((tmp_path / "overhead.json").read_text())
     (comparison,) = report["comparisons"]
@@ -77,6 +83,9 @@ def test_bench_overhead_inspect_sides_score_the_same_task(tmp_path: Path) -> Non
         resolved = settings[lean]["resolved"]
         assert (resolved["display"], resolved["log_realtime"], resolved["ctl_server"]) == ("none", False, False)
     assert settings["inspect-mockllm-lean"]["model"] == "mockllm/model"
-    assert report["headline"].startswith("ours vs inspect-openai-lean")
+    assert report["headline"].startswith("ours vs inspect-mockllm-lean")
+    ratio = comparison["ours_vs"]["inspect-mockllm-lean"]["throughput"]
+    assert report["targets"]["throughput_vs_inspect-mockllm-lean"] == {"target": ">= 3x", "worst": ratio,
+                                                                       "met": ratio >= 3}  # fmt: skip
     markdown = (tmp_path / "overhead.md").read_text()
     assert "eval() args: none (defaults)" in markdown and "ctl_server=False" in markdown
