@@ -57,6 +57,41 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _stat_fields(pid: str) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:  # exited meanwhile
+        return None
+
+
+def process_tree_cpu_seconds() -> float:
+    """CPU time (user + system) of this process and every process it started, directly or not, alive or gone:
+    its own, its waited-for children's (RUSAGE_CHILDREN), and each live (or not yet reaped) descendant's own plus
+    that descendant's waited-for children's. A difference of two readings is the tree's CPU in between, however
+    the processes came and went: one that exits is counted in its parent's children's time from then on.
+
+    Helper processes that outlive a run (verifier workers stopping in the background, the tool-server process)
+    are in it; reading only this process's rusage would miss whatever has not been waited for yet. Linux only."""
+    parents: dict[str, str] = {}
+    fields: dict[str, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _stat_fields(entry.name)) is not None:
+            parents[entry.name] = stat[1]
+            fields[entry.name] = stat
+    descendants: list[str] = []
+    frontier = [str(os.getpid())]
+    children: dict[str, list[str]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    while frontier:
+        pid = frontier.pop()
+        for child in children.get(pid, []):
+            descendants.append(child)
+            frontier.append(child)
+    ticks = sum(sum(int(x) for x in fields[pid][11:15]) for pid in descendants)  # utime stime cutime cstime
+    return cpu_seconds() + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def process_cpu_seconds(pid: int) -> float:
     """utime + stime of a live process (all threads), from /proc/<pid>/stat (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
@@ -458,8 +493,7 @@ class OurPipeline:
                 on_rollout_done()
 
         endpoint_before = process_cpu_seconds(endpoint_pid) if endpoint_pid else None
-        tool_host_before = self.tool_host_cpu_seconds()
-        cpu_before = cpu_seconds()
+        cpu_before = process_tree_cpu_seconds()
         started_at = time.time()
         started = time.perf_counter()
         summary = run_and_collect(
@@ -473,9 +507,9 @@ class OurPipeline:
             progress=progress,
         )
         wall = time.perf_counter() - started
-        # Ours is every process of the pipeline: this one, its rollout workers (waited for, so in
-        # RUSAGE_CHILDREN) and the tool-server process (alive, so read from /proc).
-        cpu = cpu_seconds() - cpu_before + self.tool_host_cpu_seconds() - tool_host_before
+        # Ours is every process of the pipeline: this one, its rollout workers, the verifier workers (which stop
+        # in the background after the run) and the tool-server process.
+        cpu = process_tree_cpu_seconds() - cpu_before
         endpoint_cpu = None if endpoint_before is None else process_cpu_seconds(endpoint_pid or 0) - endpoint_before
         passed, last_finished = 0, None
         # A page at a time, as the pipeline reads them: holding a 10,000-rollout run here would be measured too.
@@ -489,10 +523,6 @@ class OurPipeline:
                     last_finished = finished if last_finished is None else max(last_finished, finished)
         execute = (last_finished - started_at) if last_finished else (last_done or time.perf_counter()) - started
         return OurRun(summary.rollouts, passed, summary.by_status, wall, cpu, endpoint_cpu, execute)
-
-    def tool_host_cpu_seconds(self) -> float:
-        pid = self.runtime.tool_host_pid
-        return process_cpu_seconds(pid) if pid else 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
