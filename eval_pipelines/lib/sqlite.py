@@ -12,6 +12,10 @@ from pathlib import Path
 
 #: How long opening a database waits for another process to let go of a fresh file (see `_use_wal`).
 WAL_SWITCH_SECONDS = 30.0
+#: The write-ahead log is cut back to this size whenever a checkpoint empties it. Without the limit the file
+#: stays at its largest ever size (about 4 MB after SQLite's default 1,000-page checkpoint interval) for as long
+#: as the database is open, which at a few hundred rollouts is most of the bytes a run leaves on disk.
+WAL_SIZE_LIMIT_BYTES = 1 << 20
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -47,8 +51,16 @@ class SqliteDatabase:
             conn.execute("pragma synchronous=normal")
             conn.execute("pragma foreign_keys=on")
             conn.execute("pragma busy_timeout=30000")
+            conn.execute(f"pragma journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
             self._local.conn = conn
         return conn
+
+    def checkpoint(self) -> bool:
+        """Copy the write-ahead log into the database file and empty it (after a batch of writes, such as a
+        finished run). False when a reader in another process kept it from completing; the log is then
+        emptied by a later checkpoint, so nothing is lost either way."""
+        busy, _, _ = self._conn().execute("pragma wal_checkpoint(truncate)").fetchone()
+        return not busy
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

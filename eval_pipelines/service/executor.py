@@ -254,6 +254,9 @@ class RunExecutor:
             )
         else:
             await self._execute_spread(run, request, resolved, resolved_user, shares, timeout_seconds, on_rollout_done)
+        # The run's writes (several transactions per rollout) leave a log of whole pages; a finished run
+        # leaves only its rows.
+        await asyncio.to_thread(self.store.checkpoint)
         final = self.store.get_run(run_id)
         assert final is not None
         return final

@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from eval_pipelines.lib.sqlite import SqliteDatabase
+from eval_pipelines.lib.sqlite import WAL_SIZE_LIMIT_BYTES, SqliteDatabase
 
 SCHEMA = "create table if not exists items (id integer primary key)"
 
@@ -38,3 +38,37 @@ def test_opening_a_database_another_connection_is_writing_waits_for_it(tmp_path:
     mode = database._conn().execute("pragma journal_mode").fetchone()[0]
     count = database._conn().execute("select count(*) from items").fetchone()[0]
     assert (mode, count) == ("wal", 1)
+
+
+def test_a_checkpoint_empties_the_log_and_keeps_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite3"
+    database = SqliteDatabase(path, "create table if not exists blobs (id integer primary key, body blob)")
+    with database._tx() as db:
+        for _ in range(300):
+            db.execute("insert into blobs (body) values (randomblob(4000))")
+    wal = path.with_name(path.name + "-wal")
+    assert wal.stat().st_size > 1_000_000  # 300 pages of 4 KB, not yet in the database file
+
+    assert database.checkpoint() is True
+
+    assert wal.stat().st_size == 0
+    assert database._conn().execute("select count(*) from blobs").fetchone()[0] == 300
+    reopened = sqlite3.connect(path)
+    assert reopened.execute("select count(*) from blobs").fetchone()[0] == 300
+    reopened.close()
+
+
+def test_the_log_is_cut_back_after_a_checkpoint_between_checkpoints_too(tmp_path: Path) -> None:
+    """SQLite's own checkpoints (every 1,000 pages) reuse the log without shrinking it; the size limit cuts
+    it back, so an open store's log stays near the limit instead of at its largest size ever."""
+    path = tmp_path / "store.sqlite3"
+    database = SqliteDatabase(path, "create table if not exists blobs (id integer primary key, body blob)")
+    for _ in range(30):  # 30 transactions of 100 pages: SQLite checkpoints by itself along the way
+        with database._tx() as db:
+            for _ in range(100):
+                db.execute("insert into blobs (body) values (randomblob(4000))")
+    database._conn().execute("pragma wal_checkpoint(passive)")
+    with database._tx() as db:  # the next write restarts the log and truncates it to the limit
+        db.execute("insert into blobs (body) values (randomblob(10))")
+    wal = path.with_name(path.name + "-wal")
+    assert wal.stat().st_size <= WAL_SIZE_LIMIT_BYTES
