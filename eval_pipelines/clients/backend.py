@@ -8,6 +8,7 @@ The embedded default is this backend too, against the local service on a loopbac
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,11 @@ DEADLINE_SLACK_SECONDS = 120.0
 
 #: How often `complete_run` lists the run's rollouts to report the newly finished ones.
 PROGRESS_LIST_SECONDS = 5.0
+#: How far before the newest completion seen a progress listing starts: a rollout's completion time is taken
+#: just before its write, which may wait for another writer, so one can be recorded after a later one.
+LISTING_MARGIN_SECONDS = 5.0
+#: Rollouts per page when the client reads a run's rollouts.
+PAGE_SIZE = 500
 #: A run that has pending rollouts and none running for this long is not being executed (its server restarted,
 #: say): it is resumed once per stall.
 STALL_SECONDS = 10.0
@@ -102,10 +108,16 @@ class EvaluationBackend:
         # call: that covers rollouts a resume re-queued (they had finished once, as interrupted).
         run = self.client.get_run(run_id)
         finished_before = (
-            {r.rollout_id: r.completed_at for r in self.list_rollouts(run_id) if r.status.is_terminal}
+            {r.rollout_id: r.completed_at for page in self.rollout_pages(run_id, PAGE_SIZE) for r in page
+             if r.status.is_terminal}
             if progress is not None and run.total - run.pending - run.running
             else {}
-        )
+        )  # fmt: skip
+        # Each listing asks only for the rollouts completed since the latest one seen, less a margin for
+        # finishes recorded out of order: the run's every rollout each time made a 10,000-rollout run's
+        # memory grow with its size. The last listing, once the run is finished, reads the whole run a page
+        # at a time, so nothing the margin missed goes unreported.
+        newest_seen: str | None = None
         waves = math.ceil(max(run.pending + run.running, 1) / (request.max_parallel or ASSUMED_PARALLEL))
         deadline = time.monotonic() + waves * timeout_seconds + DEADLINE_SLACK_SECONDS
         reported: set[str] = set()
@@ -120,13 +132,17 @@ class EvaluationBackend:
             # Listing the run costs the service a serialisation of every rollout: at most once per interval.
             listing_due = run.is_finished or time.monotonic() - listed_at >= PROGRESS_LIST_SECONDS
             if progress is not None and done != done_listed and listing_due:
-                for rollout in self.list_rollouts(run_id):
-                    if not rollout.status.is_terminal or rollout.rollout_id in reported:
-                        continue
-                    if finished_before.get(rollout.rollout_id, "never") == rollout.completed_at:
-                        continue
-                    reported.add(rollout.rollout_id)
-                    progress(rollout)
+                since = None if run.is_finished else _before(newest_seen, LISTING_MARGIN_SECONDS)
+                for page in self._finished_pages(run_id, since):
+                    for rollout in page:
+                        if not rollout.status.is_terminal or rollout.rollout_id in reported:
+                            continue
+                        if rollout.completed_at and (newest_seen is None or rollout.completed_at > newest_seen):
+                            newest_seen = rollout.completed_at
+                        if finished_before.get(rollout.rollout_id, "never") == rollout.completed_at:
+                            continue
+                        reported.add(rollout.rollout_id)
+                        progress(rollout)
                 done_listed, listed_at = done, time.monotonic()
             if run.is_finished:
                 # An interrupted rollout is an error (cancelled): without errors, none needs looking for.
@@ -146,10 +162,29 @@ class EvaluationBackend:
 
     def _interrupted(self, run_id: str) -> bool:
         """Whether a server restart interrupted some of the run's rollouts (a resume runs them again)."""
-        return any(r.termination_reason == TerminationReason.SERVER_RESTART.value for r in self.list_rollouts(run_id))
+        return any(
+            r.termination_reason == TerminationReason.SERVER_RESTART.value
+            for page in self.rollout_pages(run_id, PAGE_SIZE)
+            for r in page
+        )
 
     def list_rollouts(self, run_id: str) -> list[Rollout]:
         return self.client.list_rollouts(run_id=run_id).rollouts
+
+    def _finished_pages(self, run_id: str, since: str | None) -> Iterator[list[Rollout]]:
+        """The run's rollouts, a page at a time; with `since`, those completed at or after it (a server without
+        the filter answers every rollout, which the caller sorts out)."""
+        if since is None:
+            yield from self.rollout_pages(run_id, PAGE_SIZE)
+            return
+        offset = 0
+        while True:
+            answer = self.client.list_rollouts(run_id=run_id, limit=PAGE_SIZE, offset=offset, completed_after=since)
+            if answer.rollouts:
+                yield answer.rollouts
+            offset += len(answer.rollouts)
+            if not answer.rollouts or len(answer.rollouts) > PAGE_SIZE or offset >= answer.total:
+                return
 
     def rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
         """The run's rollouts a page at a time. A server without the paging extension answers the whole list at
@@ -179,3 +214,10 @@ class EvaluationBackend:
             return self.client.get_artifacts(rollout_id).artifacts
         except NotFound:
             return None
+
+
+def _before(timestamp: str | None, seconds: float) -> str | None:
+    """`timestamp` (ISO 8601) moved `seconds` earlier, in the same form; None stays None."""
+    if timestamp is None:
+        return None
+    return (dt.datetime.fromisoformat(timestamp) - dt.timedelta(seconds=seconds)).isoformat()

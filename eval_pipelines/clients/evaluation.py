@@ -296,8 +296,10 @@ class EvaluationClient:
         status: RolloutStatus | str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        completed_after: str | None = None,
     ) -> RolloutList:
-        """`limit`/`offset` page the listing (a local extension; a server without it answers every rollout)."""
+        """`limit`/`offset` page the listing and `completed_after` (ISO 8601 with offset) keeps the rollouts
+        completed since then: local extensions, which a server without them ignores (it answers every rollout)."""
         params = {
             "scenario_id": scenario_id,
             "task_id": task_id,
@@ -305,6 +307,7 @@ class EvaluationClient:
             "status": getattr(status, "value", status),
             "limit": limit,
             "offset": offset or None,
+            "completed_after": completed_after,
         }
         return await self._get(RolloutList, "/rollouts", params)
 

@@ -384,8 +384,9 @@ class RunStore(SqliteDatabase):
         status: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        completed_after: str | None = None,
     ) -> list[Rollout]:
-        clause, params = self._rollout_filter(scenario_id, task_id, run_id, status)
+        clause, params = self._rollout_filter(scenario_id, task_id, run_id, status, completed_after)
         page = "" if limit is None and not offset else " limit ? offset ?"
         if page:
             params = [*params, -1 if limit is None else limit, offset]
@@ -399,14 +400,23 @@ class RunStore(SqliteDatabase):
 
     @staticmethod
     def _rollout_filter(
-        scenario_id: str | None, task_id: str | None, run_id: str | None, status: str | None
+        scenario_id: str | None,
+        task_id: str | None,
+        run_id: str | None,
+        status: str | None,
+        completed_after: str | None = None,
     ) -> tuple[str, list[Any]]:
+        """`completed_after`: a `utc_now_iso()` timestamp; rollouts completed at or after it (the stored form
+        sorts as text in time order)."""
         where, params = [], []
         filters = (("scenario_id", scenario_id), ("task_id", task_id), ("run_id", run_id), ("status", status))
         for column, value in filters:
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
+        if completed_after is not None:
+            where.append("completed_at >= ?")
+            params.append(completed_after)
         return (f"where {' and '.join(where)}" if where else ""), params
 
     def count_rollouts(
@@ -416,8 +426,9 @@ class RunStore(SqliteDatabase):
         task_id: str | None = None,
         run_id: str | None = None,
         status: str | None = None,
+        completed_after: str | None = None,
     ) -> int:
-        clause, params = self._rollout_filter(scenario_id, task_id, run_id, status)
+        clause, params = self._rollout_filter(scenario_id, task_id, run_id, status, completed_after)
         return int(self._conn().execute(f"select count(*) from rollouts {clause}", params).fetchone()[0])
 
     def run_rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
@@ -485,19 +496,22 @@ class RunStore(SqliteDatabase):
         if not events:
             return
         with self._tx() as db:
-            for event in events:
-                if event.step is not None:
-                    db.execute(
-                        "update rollouts set current_step = ? where rollout_id = ? and status = 'running'",
-                        (event.step, event.rollout_id),
-                    )
-                else:
-                    step = 0 if event.phase == RolloutPhase.AGENT_RUNNING else None
-                    db.execute(
-                        "update rollouts set phase = ?, current_step = ? where rollout_id = ? and status = 'running'",
-                        (event.phase.value, step, event.rollout_id),
-                    )
-                self._append_event(db, event.rollout_id, f"phase:{event.phase.value}", event.detail, event.at)
+            self._apply_progress(db, events)
+
+    def _apply_progress(self, db: sqlite3.Connection, events: Sequence[ProgressEvent]) -> None:
+        for event in events:
+            if event.step is not None:
+                db.execute(
+                    "update rollouts set current_step = ? where rollout_id = ? and status = 'running'",
+                    (event.step, event.rollout_id),
+                )
+            else:
+                step = 0 if event.phase == RolloutPhase.AGENT_RUNNING else None
+                db.execute(
+                    "update rollouts set phase = ?, current_step = ? where rollout_id = ? and status = 'running'",
+                    (event.phase.value, step, event.rollout_id),
+                )
+            self._append_event(db, event.rollout_id, f"phase:{event.phase.value}", event.detail, event.at)
 
     def finish(
         self,
@@ -506,9 +520,13 @@ class RunStore(SqliteDatabase):
         result: RolloutResult,
         termination_reason: str,
         artifacts_path: str | None,
+        progress: Sequence[ProgressEvent] = (),
     ) -> None:
+        """Record the rollout's outcome, after `progress` (events still buffered in this process, the rollout's
+        last phases among them) in the same transaction: one write per finished rollout instead of two."""
         now = utc_now_iso()
         with self._tx() as db:
+            self._apply_progress(db, progress)
             if status == RolloutStatus.COMPLETED:
                 db.execute("update rollouts set phase = 'completed' where rollout_id = ?", (rollout_id,))
                 self._append_event(db, rollout_id, f"phase:{RolloutPhase.COMPLETED.value}", None, now)

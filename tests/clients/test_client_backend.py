@@ -77,6 +77,35 @@ def test_backend_launches_completes_and_relaunch_resumes(backend: EvaluationBack
     assert backend.find_run(f"never-{uuid.uuid4().hex}") is None
 
 
+def test_progress_hears_of_each_rollout_once_asking_only_for_what_finished_since(
+    backend: EvaluationBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a run goes on, each listing asks for the rollouts completed since the newest one seen (less a
+    margin), not for the whole run again; the listing after the run finished reads it all, a page at a time."""
+    monkeypatch.setattr("eval_pipelines.clients.backend.PROGRESS_LIST_SECONDS", 0.0)
+    monkeypatch.setattr("eval_pipelines.clients.backend.PAGE_SIZE", 2)
+    asked: list[dict[str, object]] = []
+    listed = backend.client.list_rollouts
+
+    def spy(**kwargs: object) -> object:
+        asked.append(kwargs)
+        return listed(**kwargs)
+
+    monkeypatch.setattr(backend.client, "list_rollouts", spy)
+    request = launch(["email_ops_001", "email_ops_002", "email_ops_003"], rollout_count=3, max_parallel=1,
+                     run_name=f"since-{uuid.uuid4().hex}")  # fmt: skip
+    run_id = backend.launch_or_resume(request)
+    finished: list[Rollout] = []
+    run = backend.complete_run(run_id, request, timeout_seconds=60, progress=finished.append)
+
+    assert run.completed == 9
+    assert sorted(r.rollout_id for r in finished) == sorted(r.rollout_id for r in listed(run_id=run_id).rollouts)
+    since = [a["completed_after"] for a in asked if a.get("completed_after")]
+    assert since, "no listing during the run asked for the newly completed rollouts only"
+    assert all(a["limit"] == 2 for a in asked)  # every listing is paged
+    assert asked[-1].get("completed_after") is None  # the last one reads the whole finished run
+
+
 def _collect(backend: object, request: RunLaunchRequest, root: Path, name: str) -> tuple[Path, int]:
     scenario = ScenarioCatalog().get(SCENARIO)
     ctx = RolloutContext(

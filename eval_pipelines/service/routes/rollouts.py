@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import AwareDatetime
 
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.runs import (
@@ -56,13 +58,20 @@ def list_rollouts(
     status: RolloutStatus | None = None,
     limit: Annotated[int | None, Query(ge=MIN_LIST_LIMIT, le=MAX_ROLLOUT_PAGE)] = None,
     offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
+    completed_after: Annotated[
+        AwareDatetime | None, Query(description="only rollouts completed at or after this time (ISO 8601, with offset)")
+    ] = None,
 ) -> RolloutList:
-    """`limit`/`offset` page the listing (a local extension); `total` counts every match."""
+    """`limit`/`offset` page the listing and `completed_after` keeps the rollouts finished since a time (local
+    extensions: a client following a run asks for what is new, not for the whole run again); `total` counts
+    every match."""
     filters = {
         "scenario_id": scenario_id,
         "task_id": task_id,
         "run_id": run_id,
         "status": status.value if status else None,
+        # The stored timestamps' own form (UTC, `isoformat`), so the store compares like with like.
+        "completed_after": completed_after.astimezone(UTC).isoformat() if completed_after else None,
     }
     found = service.store.list_rollouts(**filters, limit=limit, offset=offset)
     total = service.store.count_rollouts(**filters) if limit is not None or offset else len(found)
