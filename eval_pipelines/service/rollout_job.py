@@ -110,9 +110,13 @@ class ProgressBuffer:
     def add(self, event: ProgressEvent) -> None:
         self._events.append(event)
 
-    def flush(self) -> None:
+    def take(self) -> list[ProgressEvent]:
+        """The buffered events, removed from the buffer: the caller writes them (see `RunStore.finish`)."""
         events, self._events = self._events, []
-        self.store.record_progress(events)
+        return events
+
+    def flush(self) -> None:
+        self.store.record_progress(self.take())
 
 
 class RollingObserver:
@@ -189,9 +193,14 @@ class RolloutJob:
             if "rubric_markdown" in extra:
                 outcome.artifacts.metadata["rubric_markdown"] = extra["rubric_markdown"]
             outcome, path = await self._write_artifacts(rollout, task, outcome)
-            self.progress.flush()  # the rollout's last phases land before its final status
+            # The buffered events go first, in the same transaction: the rollout's last phases before its status.
             self.store.finish(
-                rollout.rollout_id, outcome.status, outcome.result, outcome.termination_reason.value, path
+                rollout.rollout_id,
+                outcome.status,
+                outcome.result,
+                outcome.termination_reason.value,
+                path,
+                progress=self.progress.take(),
             )
             if self.on_rollout_done is not None and (done := self.store.get_rollout(rollout.rollout_id)) is not None:
                 self.on_rollout_done(done)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import uuid
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from eval_pipelines.clients.errors import (
     Conflict,
     NotFound,
     ServiceUnavailable,
+    ValidationFailed,
 )
 from eval_pipelines.clients.evaluation import EvaluationClient
 from eval_pipelines.lib.retry import RetryPolicy
@@ -83,6 +85,45 @@ async def test_run_goes_pending_running_completed_with_phases_and_artifacts(clie
         assert isinstance(artifacts, RunArtifacts)
         RunArtifacts.model_validate(artifacts.model_dump(mode="json"))
         assert artifacts.task_id == rollout.task_id and artifacts.tool_calls
+
+
+async def test_a_finished_run_leaves_its_rows_in_the_store_and_no_write_ahead_log(
+    client: EvaluationClient, eval_service: RunningService
+) -> None:
+    """Every rollout writes a few transactions of whole pages to SQLite's log; a finished run checkpoints it,
+    so what a run leaves on disk is its rows, not a log of up to 4 MB."""
+    launched = await client.launch_run(launch(TASKS, rollout_count=2, run_name=f"wal-{uuid.uuid4().hex}"))
+    run = await client.wait_for_run(launched.run_id, deadline_seconds=120, poll_interval=0.05)
+    assert run.completed == 6
+    wal = eval_service.service.store.path.with_name(eval_service.service.store.path.name + "-wal")
+    # The checkpoint follows the last rollout's status by a moment: the run reads done before it happened.
+    for _ in range(100):
+        if wal.stat().st_size == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert wal.stat().st_size == 0
+    rollouts = (await client.list_rollouts(run_id=launched.run_id)).rollouts
+    assert [r.status for r in rollouts] == [RolloutStatus.COMPLETED] * 6
+
+
+async def test_rollouts_completed_after_a_time_are_listed_alone(client: EvaluationClient) -> None:
+    launched = await client.launch_run(launch(TASKS, rollout_count=2, run_name=f"since-{uuid.uuid4().hex}"))
+    await client.wait_for_run(launched.run_id, deadline_seconds=120, poll_interval=0.05)
+    every = (await client.list_rollouts(run_id=launched.run_id)).rollouts
+    times = sorted(r.completed_at or "" for r in every)
+    middle = times[3]
+
+    later = await client.list_rollouts(run_id=launched.run_id, completed_after=middle, limit=10)
+
+    expected = {r.rollout_id for r in every if (r.completed_at or "") >= middle}
+    assert {r.rollout_id for r in later.rollouts} == expected and later.total == len(expected)
+    assert 0 < len(expected) < 6
+    # Another offset names the same instant.
+    shifted = dt.datetime.fromisoformat(middle).astimezone(dt.timezone(dt.timedelta(hours=2))).isoformat()
+    again = await client.list_rollouts(run_id=launched.run_id, completed_after=shifted)
+    assert {r.rollout_id for r in again.rollouts} == expected
+    with pytest.raises(ValidationFailed, match="completed_after"):
+        await client.list_rollouts(run_id=launched.run_id, completed_after="2026-01-01T00:00:00")  # no offset
 
 
 async def test_rollout_json_never_carries_the_api_key(eval_service: RunningService) -> None:
