@@ -16,8 +16,9 @@ import ssl
 
 import httpx
 
-#: Connections per shard: small enough that the per-request scan is cheap, large enough to keep them warm.
-CONNECTIONS_PER_SHARD = 8
+#: Connections each shard keeps: the per-request scan visits every connection of the shard, so the fewer the
+#: cheaper; round-robin over the shards keeps each one's few connections warm.
+CONNECTIONS_PER_SHARD = 2
 
 
 @functools.cache

@@ -71,11 +71,17 @@ class EvaluationService:
         return self.executor.scenario(scenario_id)
 
 
-def current_service(request: Request) -> EvaluationService:
-    """The service of the app serving `request` (a route's dependency)."""
+def service_of(request: Request) -> EvaluationService:
+    """The service of the app serving `request`."""
     service = request.app.state.service
     assert isinstance(service, EvaluationService)
     return service
+
+
+async def current_service(request: Request) -> EvaluationService:
+    """`service_of`, as a route's dependency. Dependencies are `async` because FastAPI runs a plain function
+    dependency on a worker thread: a thread hop per dependency per request, for work that never blocks."""
+    return service_of(request)
 
 
 ServiceDep = Annotated[EvaluationService, Depends(current_service)]
@@ -89,10 +95,10 @@ API_KEY_SCHEME = APIKeyHeader(
 )
 
 
-def authenticate(request: Request, api_key: Annotated[str | None, Security(API_KEY_SCHEME)]) -> Permission:
+async def authenticate(request: Request, api_key: Annotated[str | None, Security(API_KEY_SCHEME)]) -> Permission:
     """The key's permission (every route's dependency): 401 without a known key, 403 for a read-only key on a
     request that changes something."""
-    permission = current_service(request).settings.api_keys.permission(api_key)
+    permission = service_of(request).settings.api_keys.permission(api_key)
     if permission is None:
         raise HTTPException(
             status_code=401,

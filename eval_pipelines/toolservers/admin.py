@@ -61,10 +61,19 @@ class ToolServerAdmin:
         return self._pool.next()
 
     async def _request(
-        self, method: str, url: str, action: str, server: str, json: Any = None, expected: tuple[int, ...] = (200,)
+        self,
+        method: str,
+        url: str,
+        action: str,
+        server: str,
+        json: Any = None,
+        expected: tuple[int, ...] = (200,),
+        params: dict[str, str] | None = None,
     ) -> Any:
         try:
-            response = await self.http_client().request(method, url, json=json, timeout=self.timeout_seconds)
+            response = await self.http_client().request(
+                method, url, json=json, params=params, timeout=self.timeout_seconds
+            )
         except httpx.TimeoutException as exc:
             raise WorkspaceError(
                 f"tool server {server}: {action} timed out after {self.timeout_seconds:g}s", server_url=server
@@ -138,7 +147,8 @@ class ToolServerAdmin:
     async def snapshot(self, tool_server_url: str) -> dict[str, Any]:
         """The workspace's state (collection -> id -> item)."""
         url = tool_server_url.rstrip("/")
-        body = await self._request("GET", f"{url}/snapshot", "snapshot", url)
+        # The state alone: the rendering for people is the server's work, and nobody here reads it.
+        body = await self._request("GET", f"{url}/snapshot", "snapshot", url, params={"text": "false"})
         state = body.get("state") if isinstance(body, dict) else None
         if not isinstance(state, dict):
             raise WorkspaceError(f"tool server {url}: snapshot has no 'state' object", server_url=url)

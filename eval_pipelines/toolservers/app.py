@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+import pydantic_core
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
@@ -33,6 +34,15 @@ DEFAULT_WORKSPACE = "default"
 DEFAULT_MAX_WORKSPACES = 10_000
 
 _WORKSPACE_ID_RE = re.compile(WORKSPACE_ID_PATTERN)
+
+
+class StateResponse(JSONResponse):
+    """JSON encoded by pydantic's compiled encoder, handed back as a response so FastAPI does not first walk the
+    body through its Python `jsonable_encoder`. The routes every rollout calls (create, step, snapshot, delete)
+    answer with whole states and diffs, and that walk was most of their cost."""
+
+    def render(self, content: Any) -> bytes:
+        return pydantic_core.to_json(content)
 
 
 class CreateWorkspaceRequest(StrictModel):
@@ -196,13 +206,12 @@ class WorkspaceStore:
         if before is not None:
             workspace.state = before
 
-    def snapshot(self, workspace: Workspace) -> dict[str, Any]:
-        return {
-            "tool_server": self.server.name,
-            "workspace_id": workspace.workspace_id,
-            "state": workspace.state,
-            "text": self.server.render_text(workspace.state),
-        }
+    def snapshot(self, workspace: Workspace, *, text: bool = True) -> dict[str, Any]:
+        """The workspace's state, and (unless `text` is False) the server's human-readable rendering of it."""
+        body = {"tool_server": self.server.name, "workspace_id": workspace.workspace_id, "state": workspace.state}
+        if text:
+            body["text"] = self.server.render_text(workspace.state)
+        return body
 
 
 def _safe_error(exc: ValueError) -> str:
@@ -217,8 +226,9 @@ def _safe_error(exc: ValueError) -> str:
     return "; ".join(parts)
 
 
-def store_of(request: Request) -> WorkspaceStore:
-    """The workspace store of the app serving `request` (a route's dependency)."""
+async def store_of(request: Request) -> WorkspaceStore:
+    """The workspace store of the app serving `request` (a route's dependency). `async`, so FastAPI calls it
+    on the event loop: a plain function dependency is run on a worker thread, a hop per request."""
     store = request.app.state.store
     assert isinstance(store, WorkspaceStore)
     return store
@@ -253,30 +263,34 @@ async def list_tools(store: StoreDep) -> dict[str, Any]:
     return _tool_listing(store)
 
 
+#: `GET .../snapshot?text=false` leaves out the rendering (the rollout engine reads only the state).
+TextQuery = Annotated[bool, Query(description="include the human-readable rendering of the state")]
+
+
 @default_routes.post("/step")
-async def step_default(request: StepRequest, store: StoreDep) -> dict[str, Any]:
-    return await store.astep(store.get_or_create_default(), request)
+async def step_default(request: StepRequest, store: StoreDep) -> StateResponse:
+    return StateResponse(await store.astep(store.get_or_create_default(), request))
 
 
 @default_routes.get("/snapshot")
-async def snapshot_default(store: StoreDep) -> dict[str, Any]:
-    return store.snapshot(store.get_or_create_default())
+async def snapshot_default(store: StoreDep, text: TextQuery = True) -> StateResponse:
+    return StateResponse(store.snapshot(store.get_or_create_default(), text=text))
 
 
 @workspace_routes.post("", status_code=201)
-async def create_workspace(store: StoreDep, request: CreateWorkspaceRequest | None = None) -> JSONResponse:
+async def create_workspace(store: StoreDep, request: CreateWorkspaceRequest | None = None) -> StateResponse:
     body = request or CreateWorkspaceRequest()
     workspace = store.create(body.workspace_id, body.seed, body.state)
     # With the seeded state, a rollout's initial snapshot needs no request of its own.
     content = {"workspace_id": workspace.workspace_id, "path": f"/workspaces/{workspace.workspace_id}"}
-    return JSONResponse(status_code=201, content={**content, "state": workspace.state})
+    return StateResponse(status_code=201, content={**content, "state": workspace.state})
 
 
 @workspace_routes.delete("/{workspace_id}")
-async def delete_workspace(workspace_id: str, store: StoreDep) -> dict[str, Any]:
+async def delete_workspace(workspace_id: str, store: StoreDep) -> StateResponse:
     _workspace_or_404(store, workspace_id)
     store.delete(workspace_id)
-    return {"workspace_id": workspace_id, "deleted": True}
+    return StateResponse({"workspace_id": workspace_id, "deleted": True})
 
 
 @workspace_routes.post("/{workspace_id}/seed")
@@ -316,8 +330,8 @@ async def workspace_tools(workspace_id: str, store: StoreDep) -> dict[str, Any]:
 
 
 @workspace_routes.post("/{workspace_id}/step")
-async def workspace_step(workspace_id: str, request: StepRequest, store: StoreDep) -> dict[str, Any]:
-    return await store.astep(_workspace_or_404(store, workspace_id), request)
+async def workspace_step(workspace_id: str, request: StepRequest, store: StoreDep) -> StateResponse:
+    return StateResponse(await store.astep(_workspace_or_404(store, workspace_id), request))
 
 
 @workspace_routes.get("/{workspace_id}/hosted/tools")
@@ -336,10 +350,10 @@ async def workspace_step_hosted(workspace_id: str, request: StepRequest, store: 
 
 
 @workspace_routes.get("/{workspace_id}/snapshot")
-async def workspace_snapshot(workspace_id: str, store: StoreDep) -> dict[str, Any]:
+async def workspace_snapshot(workspace_id: str, store: StoreDep, text: TextQuery = True) -> StateResponse:
     # No lock: a snapshot must answer even while an NPC reply is pending (the engine snapshots right after
     # a timeout), and an awaiting call changes the state only after its last await (see `acall`).
-    return store.snapshot(_workspace_or_404(store, workspace_id))
+    return StateResponse(store.snapshot(_workspace_or_404(store, workspace_id), text=text))
 
 
 def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORKSPACES) -> FastAPI:

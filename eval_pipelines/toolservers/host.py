@@ -18,6 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from eval_pipelines.lib.confine import make_undumpable, scrubbed_environment
+from eval_pipelines.lib.http_pool import default_ssl_context
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.toolservers.app import DEFAULT_MAX_WORKSPACES, create_app
 from eval_pipelines.toolservers.base import BuiltinToolServer
@@ -130,6 +131,10 @@ class ToolServerProcess:
         self._socket: socket.socket | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self.port = 0
+        # One client for every probe: `httpx.get` builds a client, and with it a TLS context, per call, which at
+        # a probe every half second was a measurable share of a sweep's CPU. No kept connections: a probe after
+        # a restart must not fail on a connection the old child held.
+        self._probe = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0), verify=default_ssl_context())
 
     @property
     def url(self) -> str:
@@ -176,7 +181,7 @@ class ToolServerProcess:
         if not self.is_alive():
             return False
         try:
-            return httpx.get(f"{self.url}/health", timeout=timeout).status_code == 200
+            return self._probe.get(f"{self.url}/health", timeout=timeout).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -196,7 +201,7 @@ class ToolServerProcess:
                 self.stop()
                 raise RuntimeError(f"the tool server process exited during startup (status {code})")
             try:
-                if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
+                if self._probe.get(f"{self.url}/health", timeout=1.0).status_code == 200:
                     return
             except httpx.TransportError:
                 pass

@@ -494,7 +494,9 @@ class VerifierPool:
     def verify_now(self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts) -> list[VerifierOutcome]:
         """Blocking: run the task's verifiers over one rollout's artifacts in the package's worker."""
         runner, lock = self._runner(verifiers_dir)
-        job = VerifyJob(artifacts.model_dump(mode="json"), tuple(modules))
+        # JSON text, encoded by pydantic's compiled serializer: a nested dict would be built in Python, pickled
+        # and validated field by field on the other side.
+        job = VerifyJob(artifacts.model_dump_json().encode(), tuple(modules))
         with lock:
             try:
                 return runner.run([job])[0]

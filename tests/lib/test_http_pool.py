@@ -8,7 +8,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from eval_pipelines.lib.http_pool import ShardedAsyncClient, default_ssl_context
+from eval_pipelines.lib.http_pool import CONNECTIONS_PER_SHARD, ShardedAsyncClient, default_ssl_context
 from eval_pipelines.lib.serving import BackgroundServer
 
 
@@ -27,8 +27,9 @@ def echo() -> Iterator[BackgroundServer]:
 def test_connections_are_spread_over_shards() -> None:
     pool = ShardedAsyncClient(100, timeout=5.0, connections_per_shard=8)
     assert len(pool.shards) == 13
-    one = ShardedAsyncClient(3, timeout=5.0)
+    one = ShardedAsyncClient(2, timeout=5.0)
     assert len(one.shards) == 1
+    assert len(ShardedAsyncClient(100, timeout=5.0).shards) == 100 // CONNECTIONS_PER_SHARD
 
 
 async def test_next_cycles_through_every_shard(echo: BackgroundServer) -> None:
