@@ -10,7 +10,14 @@ from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
 from eval_pipelines.environments.base import BaseEnvironment
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.llm.history import compact_history
-from eval_pipelines.llm.types import ChatCompletion, ChatRequest, split_wire_tool_name, wire_tool_name
+from eval_pipelines.llm.types import (
+    ChatCompletion,
+    ChatMessage,
+    ChatRequest,
+    ToolSpec,
+    split_wire_tool_name,
+    wire_tool_name,
+)
 from eval_pipelines.schemas.artifacts import META_LOGPROBS, RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import MSG_MAX_STEPS, TerminationReason
@@ -61,7 +68,10 @@ class ToolCallingAgent(BaseAgent):
         self.user_tag = user_tag
         self.stop_event = stop_event
         self._tools: dict[str, tuple[str, str]] = {}
-        self._tool_specs: list[dict[str, Any]] = []
+        self._tool_specs: list[ToolSpec] = []
+        #: The history as last sent: each message dict beside its validated form. A turn validates only the
+        #: messages added since (validating the whole history every turn was most of the agent's own CPU).
+        self._validated: list[tuple[dict[str, Any], ChatMessage]] = []
 
     @staticmethod
     def name() -> str:
@@ -79,29 +89,39 @@ class ToolCallingAgent(BaseAgent):
                 raise ValueError(f"duplicate tool wire name {wire!r}")
             self._tools[wire] = (tool["tool_server"], tool["name"])
             self._tool_specs.append(
-                {
-                    "type": "function",
-                    "function": {
-                        "name": wire,
-                        "description": tool.get("description", ""),
-                        "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-                    },
-                }
+                ToolSpec.model_validate(
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": wire,
+                            "description": tool.get("description", ""),
+                            "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+                        },
+                    }
+                )
             )
 
     def _request(self, messages: list[dict[str, Any]]) -> ChatRequest:
-        body: dict[str, Any] = {
-            "model": self.model_config.model,
-            "messages": messages,
-            "temperature": self.model_config.temperature,
-        }
-        if self._tool_specs:
-            body["tools"] = self._tool_specs
+        # The messages already validated are the same objects at the head of `messages` (a compaction replaces
+        # the older ones with a summary, which ends the shared head there).
+        shared = 0
+        while (
+            shared < len(self._validated) and shared < len(messages) and self._validated[shared][0] is messages[shared]
+        ):
+            shared += 1
+        self._validated = self._validated[:shared] + [(m, ChatMessage.model_validate(m)) for m in messages[shared:]]
+        extra: dict[str, Any] = {}
         if self.model_config.log_prob:
-            body["logprobs"] = True
+            extra["logprobs"] = True
         if self.user_tag:
-            body["user"] = self.user_tag
-        return ChatRequest.model_validate(body)
+            extra["user"] = self.user_tag
+        return ChatRequest(
+            model=self.model_config.model,
+            messages=[validated for _, validated in self._validated],
+            tools=list(self._tool_specs) or None,
+            temperature=self.model_config.temperature,
+            **extra,
+        )
 
     def _account(self, context: RunArtifacts, completion: ChatCompletion) -> None:
         # Tokens and cost are metered by the chat client (llm/metering.py); only log-probabilities are ours.

@@ -16,6 +16,10 @@ WAL_SWITCH_SECONDS = 30.0
 #: stays at its largest ever size (about 4 MB after SQLite's default 1,000-page checkpoint interval) for as long
 #: as the database is open, which at a few hundred rollouts is most of the bytes a run leaves on disk.
 WAL_SIZE_LIMIT_BYTES = 1 << 20
+#: How long a writer waits for another process's write to finish before failing.
+BUSY_TIMEOUT_MS = 30_000
+#: How long emptying the log waits for readers before giving up (see `SqliteDatabase.checkpoint`).
+CHECKPOINT_WAIT_SECONDS = 0.2
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -50,16 +54,22 @@ class SqliteDatabase:
             _use_wal(conn)
             conn.execute("pragma synchronous=normal")
             conn.execute("pragma foreign_keys=on")
-            conn.execute("pragma busy_timeout=30000")
+            conn.execute(f"pragma busy_timeout={BUSY_TIMEOUT_MS}")
             conn.execute(f"pragma journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
             self._local.conn = conn
         return conn
 
-    def checkpoint(self) -> bool:
+    def checkpoint(self, wait_seconds: float = CHECKPOINT_WAIT_SECONDS) -> bool:
         """Copy the write-ahead log into the database file and empty it (after a batch of writes, such as a
-        finished run). False when a reader in another process kept it from completing; the log is then
-        emptied by a later checkpoint, so nothing is lost either way."""
-        busy, _, _ = self._conn().execute("pragma wal_checkpoint(truncate)").fetchone()
+        finished run). Emptying it waits for readers of older snapshots, at most `wait_seconds` (not the
+        connection's 30-second busy wait: a service answering many reads would hold its caller that long).
+        False when it did not complete; a later checkpoint empties the log, so nothing is lost either way."""
+        conn = self._conn()
+        conn.execute(f"pragma busy_timeout={int(wait_seconds * 1000)}")
+        try:
+            busy, _, _ = conn.execute("pragma wal_checkpoint(truncate)").fetchone()
+        finally:
+            conn.execute(f"pragma busy_timeout={BUSY_TIMEOUT_MS}")
         return not busy
 
     @contextmanager

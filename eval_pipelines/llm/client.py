@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any, cast
 
 import httpx
+import pydantic_core
 from pydantic import SecretStr, ValidationError
 
 from eval_pipelines.lib.http_pool import ShardedAsyncClient
@@ -36,6 +37,7 @@ from eval_pipelines.schemas.model_config import ModelConfig
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
+JSON_CONTENT = {"Content-Type": "application/json"}
 DEFAULT_MAX_CONCURRENCY = 16
 _ENDPOINT_SUFFIX = "/chat/completions"
 
@@ -186,7 +188,9 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         return headers
 
-    async def _send(self, method: str, url: str, *, model: str | None, **kwargs: Any) -> httpx.Response:
+    async def _send(
+        self, method: str, url: str, *, model: str | None, headers: dict[str, str] | None = None, **kwargs: Any
+    ) -> httpx.Response:
         # send_with_retries only calls build_request and send, which _ObservedHttp provides.
         http = self._given_http or cast(ShardedAsyncClient, self._pool).next()
         observed = cast(httpx.AsyncClient, _ObservedHttp(http, self.limiter, self.retry.max_delay))
@@ -198,7 +202,7 @@ class ChatClient:
                 policy=self.retry,
                 sleep=self._sleep,
                 attempt_timeout=self.timeout_seconds,
-                headers=self._headers(),
+                headers={**self._headers(), **(headers or {})},
                 timeout=self.timeout_seconds,
                 **kwargs,
             )
@@ -230,10 +234,11 @@ class ChatClient:
 
     async def complete(self, request: ChatRequest) -> ChatCompletion:
         """POST `{base_url}/chat/completions`; raises an `LLMError` subclass on any failure."""
-        body = request.to_wire()
+        # Encoded once, by pydantic's compiled encoder (httpx's `json=` runs the standard library's on each retry).
+        body = pydantic_core.to_json(request.to_wire())
         async with self.limiter.slot():
             started = time.monotonic()
-            response = await self._send("POST", self.endpoint, model=request.model, json=body)
+            response = await self._send("POST", self.endpoint, model=request.model, content=body, headers=JSON_CONTENT)
         elapsed = time.monotonic() - started
         self._raise_for_status(response, self.endpoint, request.model)
         completion = self._parse_completion(response, request.model)

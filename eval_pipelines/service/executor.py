@@ -255,8 +255,9 @@ class RunExecutor:
         else:
             await self._execute_spread(run, request, resolved, resolved_user, shares, timeout_seconds, on_rollout_done)
         # The run's writes (several transactions per rollout) leave a log of whole pages; a finished run
-        # leaves only its rows.
-        await asyncio.to_thread(self.store.checkpoint)
+        # leaves only its rows. On a thread of its own: emptying the log may wait a moment for readers, and the
+        # run is done.
+        threading.Thread(target=self.store.checkpoint, name="checkpoint-run-store", daemon=True).start()
         final = self.store.get_run(run_id)
         assert final is not None
         return final

@@ -70,12 +70,18 @@ def parse_request(data: TaskGenRequest | Mapping[str, Any]) -> TaskGenRequest:
 
 def apportion(total: int, shares: Mapping[str, float]) -> dict[str, int]:
     """Largest-remainder apportionment of `total` items over `shares` (ties go to the earlier key)."""
-    weight = sum(max(0.0, v) for v in shares.values())
     if total < 0:
         raise ValueError("total must not be negative")
-    if weight <= 0:
+    if not all(math.isfinite(v) for v in shares.values()):
+        raise ValueError("shares must be finite numbers")
+    # Scaled by the largest share first: shares near the float limit (a request may send 1e308) would overflow
+    # a plain sum or product to infinity.
+    largest = max((max(0.0, v) for v in shares.values()), default=0.0)
+    if largest <= 0:
         raise ValueError("shares must not all be zero")
-    quotas = {key: total * max(0.0, value) / weight for key, value in shares.items()}
+    scaled = {key: max(0.0, value) / largest for key, value in shares.items()}
+    weight = sum(scaled.values())
+    quotas = {key: total * value / weight for key, value in scaled.items()}
     counts = {key: math.floor(q) for key, q in quotas.items()}
     order = sorted(quotas, key=lambda k: (-(quotas[k] - counts[k]), list(shares).index(k)))
     for key in order[: total - sum(counts.values())]:

@@ -72,3 +72,27 @@ def test_the_log_is_cut_back_after_a_checkpoint_between_checkpoints_too(tmp_path
         db.execute("insert into blobs (body) values (randomblob(10))")
     wal = path.with_name(path.name + "-wal")
     assert wal.stat().st_size <= WAL_SIZE_LIMIT_BYTES
+
+
+def test_a_checkpoint_a_reader_holds_up_gives_up_soon_and_a_later_one_completes(tmp_path: Path) -> None:
+    """A service answering reads must not hold a finished run for the connection's 30-second busy wait."""
+    path = tmp_path / "store.sqlite3"
+    database = SqliteDatabase(path, "create table if not exists blobs (id integer primary key, body blob)")
+    with database._tx() as db:
+        db.execute("insert into blobs (body) values (randomblob(4000))")
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("begin")
+    assert reader.execute("select count(*) from blobs").fetchone()[0] == 1  # holds this snapshot
+    with database._tx() as db:
+        db.execute("insert into blobs (body) values (randomblob(4000))")
+
+    started = time.monotonic()
+    assert database.checkpoint(wait_seconds=0.2) is False
+    assert time.monotonic() - started < 5
+
+    reader.execute("commit")
+    reader.close()
+    assert database.checkpoint() is True
+    assert path.with_name(path.name + "-wal").stat().st_size == 0
+    # The connection's own busy wait is back to its normal length.
+    assert database._conn().execute("pragma busy_timeout").fetchone()[0] == 30_000

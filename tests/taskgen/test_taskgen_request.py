@@ -81,6 +81,15 @@ def test_apportion_always_sums_to_the_total_within_rounding() -> None:
         assert all(abs(counts[k] - total * v) < 1 for k, v in shares.items())
 
 
+def test_shares_near_the_float_limit_are_apportioned_not_overflowed() -> None:
+    """A request may send `complexity: {"hard": 1.2e308}`: an overflow to infinity was a 500."""
+    assert apportion(57, {"hard": 1.2329189407079013e308}) == {"hard": 57}
+    assert apportion(4, {"easy": 1.5e308, "hard": 1.5e308}) == {"easy": 2, "hard": 2}  # their sum is infinite
+    assert resolve_request(_body(num_tasks=3, complexity={"hard": 1.2e308})).counts["hard"] == 3
+    with pytest.raises(ValueError, match="finite"):
+        apportion(3, {"easy": float("inf")})
+
+
 def test_presets_fill_agent_scenario_and_workflows_and_request_fields_win() -> None:
     assert len(PRESETS) >= 2
     for name, preset in PRESETS.items():
