@@ -133,7 +133,7 @@ class EvaluationBackend:
             listing_due = run.is_finished or time.monotonic() - listed_at >= PROGRESS_LIST_SECONDS
             if progress is not None and done != done_listed and listing_due:
                 since = None if run.is_finished else _before(newest_seen, LISTING_MARGIN_SECONDS)
-                for page in self._finished_pages(run_id, since):
+                for page in self.rollout_pages(run_id, PAGE_SIZE, completed_after=since):
                     for rollout in page:
                         if not rollout.status.is_terminal or rollout.rollout_id in reported:
                             continue
@@ -171,27 +171,17 @@ class EvaluationBackend:
     def list_rollouts(self, run_id: str) -> list[Rollout]:
         return self.client.list_rollouts(run_id=run_id).rollouts
 
-    def _finished_pages(self, run_id: str, since: str | None) -> Iterator[list[Rollout]]:
-        """The run's rollouts, a page at a time; with `since`, those completed at or after it (a server without
-        the filter answers every rollout, which the caller sorts out)."""
-        if since is None:
-            yield from self.rollout_pages(run_id, PAGE_SIZE)
-            return
+    def rollout_pages(
+        self, run_id: str, page_size: int, *, completed_after: str | None = None
+    ) -> Iterator[list[Rollout]]:
+        """The run's rollouts a page at a time; with `completed_after`, those completed at or after it. A server
+        without the paging extension answers the whole list at once, which is then cut into pages here; one
+        without the filter answers every rollout, which the caller sorts out."""
         offset = 0
         while True:
-            answer = self.client.list_rollouts(run_id=run_id, limit=PAGE_SIZE, offset=offset, completed_after=since)
-            if answer.rollouts:
-                yield answer.rollouts
-            offset += len(answer.rollouts)
-            if not answer.rollouts or len(answer.rollouts) > PAGE_SIZE or offset >= answer.total:
-                return
-
-    def rollout_pages(self, run_id: str, page_size: int) -> Iterator[list[Rollout]]:
-        """The run's rollouts a page at a time. A server without the paging extension answers the whole list at
-        once; it is then cut into pages here."""
-        offset = 0
-        while True:
-            answer = self.client.list_rollouts(run_id=run_id, limit=page_size, offset=offset)
+            answer = self.client.list_rollouts(
+                run_id=run_id, limit=page_size, offset=offset, completed_after=completed_after
+            )
             if len(answer.rollouts) > page_size:  # paging ignored: this is every rollout
                 for start in range(0, len(answer.rollouts), page_size):
                     yield answer.rollouts[start : start + page_size]
@@ -217,7 +207,15 @@ class EvaluationBackend:
 
 
 def _before(timestamp: str | None, seconds: float) -> str | None:
-    """`timestamp` (ISO 8601) moved `seconds` earlier, in the same form; None stays None."""
+    """`timestamp` (ISO 8601 with an offset) moved `seconds` earlier, in the same form. None when there is none
+    or it is not in that form (a service we did not write may word its times otherwise): then the whole run is
+    listed, as before the filter existed."""
     if timestamp is None:
         return None
-    return (dt.datetime.fromisoformat(timestamp) - dt.timedelta(seconds=seconds)).isoformat()
+    try:
+        moment = dt.datetime.fromisoformat(timestamp)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return (moment - dt.timedelta(seconds=seconds)).isoformat()

@@ -16,10 +16,11 @@ from eval_pipelines.clients.errors import Conflict, NotFound
 from eval_pipelines.clients.evaluation import EvaluationClient, EvaluationClientSync
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.pipeline.steps import run_and_collect, verify_partition
-from eval_pipelines.schemas.runs import Rollout, RolloutStatus, RunLaunchRequest
+from eval_pipelines.schemas.runs import Rollout, RolloutList, RolloutStatus, RunLaunchRequest
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
 from tests.service.eval_service_support import SCENARIO, WRITE_KEY, RunningService, launch
+from tests.support.scripted_llm import slow_text_model
 
 
 @pytest.fixture
@@ -92,18 +93,52 @@ def test_progress_hears_of_each_rollout_once_asking_only_for_what_finished_since
         return listed(**kwargs)
 
     monkeypatch.setattr(backend.client, "list_rollouts", spy)
-    request = launch(["email_ops_001", "email_ops_002", "email_ops_003"], rollout_count=3, max_parallel=1,
-                     run_name=f"since-{uuid.uuid4().hex}")  # fmt: skip
-    run_id = backend.launch_or_resume(request)
     finished: list[Rollout] = []
-    run = backend.complete_run(run_id, request, timeout_seconds=60, progress=finished.append)
+    # One rollout at a time, each waiting 0.2 s on its model: completions are far apart next to the 0.05 s polls,
+    # so listings happen between them whatever the machine's speed.
+    with slow_text_model(0.2) as url:
+        model = {"model": "scripted", "base_url": url, "api_key": "scripted-key-123456"}
+        request = launch(["email_ops_001", "email_ops_002", "email_ops_003"], model, rollout_count=2,
+                         max_parallel=1, run_name=f"since-{uuid.uuid4().hex}")  # fmt: skip
+        run_id = backend.launch_or_resume(request)
+        run = backend.complete_run(run_id, request, timeout_seconds=60, progress=finished.append)
 
-    assert run.completed == 9
+    assert run.total == 6 and run.pending == run.running == 0
     assert sorted(r.rollout_id for r in finished) == sorted(r.rollout_id for r in listed(run_id=run_id).rollouts)
     since = [a["completed_after"] for a in asked if a.get("completed_after")]
     assert since, "no listing during the run asked for the newly completed rollouts only"
     assert all(a["limit"] == 2 for a in asked)  # every listing is paged
     assert asked[-1].get("completed_after") is None  # the last one reads the whole finished run
+
+
+def test_completion_times_in_another_form_mean_listing_the_whole_run_not_a_crash(
+    backend: EvaluationBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service we did not write may give times without an offset, or not in ISO 8601 at all: the client then
+    asks without the filter (which such a service would not know anyway) and still reports every rollout."""
+    monkeypatch.setattr("eval_pipelines.clients.backend.PROGRESS_LIST_SECONDS", 0.0)
+    asked: list[object] = []
+    listed = backend.client.list_rollouts
+    forms = iter(["2026-11-26 01:00:00", "yesterday"] * 100)
+
+    def other_service(**kwargs: object) -> RolloutList:
+        asked.append(kwargs.get("completed_after"))
+        answer = listed(**kwargs)
+        for rollout in answer.rollouts:
+            if rollout.completed_at:
+                rollout.completed_at = next(forms)  # naive, then not a time at all
+        return answer
+
+    monkeypatch.setattr(backend.client, "list_rollouts", other_service)
+    request = launch(["email_ops_001", "email_ops_002"], rollout_count=2, max_parallel=1,
+                     run_name=f"forms-{uuid.uuid4().hex}")  # fmt: skip
+    run_id = backend.launch_or_resume(request)
+    finished: list[Rollout] = []
+    run = backend.complete_run(run_id, request, timeout_seconds=60, progress=finished.append)
+
+    assert run.completed == 4
+    assert len(finished) == 4 and len({r.rollout_id for r in finished}) == 4
+    assert asked and all(since is None for since in asked)
 
 
 def _collect(backend: object, request: RunLaunchRequest, root: Path, name: str) -> tuple[Path, int]:
