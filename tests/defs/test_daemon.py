@@ -178,6 +178,14 @@ def _the_scheduled_sweep_runs_and_the_catalog_follows(
 def _a_verifier_edit_reverifies_only_its_scenario(
     instance: dg.DagsterInstance, daemon: subprocess.Popen[bytes], log: Path, data: Path, scenarios: Path
 ) -> None:
+    # The sweep's own judging first (the automation sensor may start it after the catalog was rebuilt): judges
+    # asked after the edit must be re-judging, not the first judging arriving late.
+    _wait_for(
+        "the sweep's judgements",
+        lambda: len(_materialisations(instance, "judgements")) >= len(MODELS) * len(SCENARIO_IDS),
+        daemon,
+        log,
+    )
     # The schedule keeps ticking each minute, but its run keys are per day: it launches nothing more today.
     judged = len(_materialisations(instance, "judgements"))
     (module,) = ScenarioCatalog(scenarios).get("email_ops:1.0.0").task("email_ops_001").verifiers

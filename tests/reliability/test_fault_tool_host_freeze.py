@@ -58,7 +58,7 @@ def _run(
     if freeze_after is not None:
         pid = shared_runtime(catalog).tool_host_pid
         assert pid is not None
-        threading.Timer(freeze_after, os.kill, (pid, signal.SIGSTOP)).start()
+        threading.Thread(target=_freeze_when_running, args=(backend, request.run_name, pid, freeze_after)).start()
     started = time.monotonic()
     summary = run_and_collect(
         backend,
@@ -70,6 +70,20 @@ def _run(
         timeout_seconds=RUN_TIMEOUT_SECONDS,
     )
     return time.monotonic() - started, backend.list_rollouts(summary.run_id)
+
+
+def _freeze_when_running(backend: EvaluationBackend, run_name: str | None, pid: int, after: float) -> None:
+    """Stop the tool host `after` seconds once the run has rollouts running (they are then waiting on the slow
+    model, and need the host again when it answers). A fixed delay from launch could fall before any rollout
+    started on a slow machine, and then the new host served every one."""
+    deadline = time.monotonic() + RUN_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        run = backend.find_run(run_name or "")
+        if run is not None and run.running:
+            break
+        time.sleep(0.05)
+    time.sleep(after)
+    os.kill(pid, signal.SIGSTOP)
 
 
 @pytest.mark.slow
@@ -87,7 +101,7 @@ def test_a_frozen_tool_host_is_replaced_and_costs_only_its_rollouts(
         catalog,
         tmp_path / "frozen",
         slow_model,
-        freeze_after=REPLY_SECONDS * 1.5,
+        freeze_after=REPLY_SECONDS * 0.5,
     )
     try:
         errors = [r for r in rollouts if r.result is not None and r.result.error_class is not None]
