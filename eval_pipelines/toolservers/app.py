@@ -12,7 +12,6 @@ workspace's memory only: never in its state, a snapshot, a diff or a log.
 from __future__ import annotations
 
 import asyncio
-import copy
 import re
 import uuid
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from pydantic import Field
 
 from eval_pipelines.schemas._base import StrictModel
 from eval_pipelines.schemas.tools import DiffScope, StepRequest
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError, copy_state
 from eval_pipelines.toolservers.diff import diff_states
 
 WORKSPACE_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
@@ -90,7 +89,7 @@ class WorkspaceStore:
         if state is not None and seed:
             raise HTTPException(status_code=400, detail="give either 'seed' or 'state', not both")
         self._ensure_capacity()
-        initial = copy.deepcopy(state) if state is not None else self._seeded(self.server.new_state(), seed)
+        initial = copy_state(state) if state is not None else self._seeded(self.server.new_state(), seed)
         workspace = Workspace(workspace_id=workspace_id, state=initial)
         self.workspaces[workspace_id] = workspace
         return workspace
@@ -98,7 +97,7 @@ class WorkspaceStore:
     def _seeded(self, state: State, seed: list[Any]) -> State:
         """`state` plus `seed`, or 400. The caller's state is never touched, so a bad seed leaves nothing
         half-loaded behind."""
-        candidate = copy.deepcopy(state)
+        candidate = copy_state(state)
         try:
             self.server.seed(candidate, seed)
         except (SeedError, ValueError, TypeError, KeyError) as exc:
@@ -129,7 +128,7 @@ class WorkspaceStore:
         workspace.step_count += 1
         # Reads skip the snapshot entirely; mutating calls keep one both to diff and to roll back a call
         # that fails half-way, so a failed call never leaves partial changes behind.
-        before = copy.deepcopy(workspace.state) if self.server.mutates(tool_name) else None
+        before = copy_state(workspace.state) if self.server.mutates(tool_name) else None
         ctx = ToolContext(
             workspace_id=workspace.workspace_id,
             state=workspace.state,

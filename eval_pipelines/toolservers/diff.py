@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from eval_pipelines.schemas.tools import DiffScope, StateDiff
-from eval_pipelines.toolservers.base import BuiltinToolServer, State
+from eval_pipelines.toolservers.base import BuiltinToolServer, State, copy_state
 from eval_pipelines.toolservers.registry import BUILTIN_SERVERS
 
 ServerRef = BuiltinToolServer | type[BuiltinToolServer] | str
@@ -49,9 +48,9 @@ def diff_states(
             continue
         noun = nouns.get(collection, collection)
         if added or changed:
-            out_after[collection] = {key: copy.deepcopy(new_items[key]) for key in added + changed}
+            out_after[collection] = {key: copy_state(new_items[key]) for key in added + changed}
         if removed or changed:
-            out_before[collection] = {key: copy.deepcopy(old_items[key]) for key in changed + removed}
+            out_before[collection] = {key: copy_state(old_items[key]) for key in changed + removed}
         if added:
             parts.append(f"+{len(added)} {noun} added")
         if changed:
