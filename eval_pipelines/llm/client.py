@@ -13,7 +13,7 @@ import httpx
 import pydantic_core
 from pydantic import SecretStr, ValidationError
 
-from eval_pipelines.lib.http_pool import ShardedAsyncClient
+from eval_pipelines.lib.http_pool import pooled_client
 from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.lib.retry import (
     RetryPolicy,
@@ -143,9 +143,9 @@ class ChatClient:
         self._api_key = SecretStr(api_key) if api_key else None
         self.limiter = limiter or AdaptiveLimiter(max_concurrency, name=redact_url(self.base_url))
         self._sleep: SleepFn = sleep or asyncio.sleep
-        # A caller's client is used as is (and left open); otherwise small pools of our own (see lib/http_pool).
+        # A caller's client is used as is (and left open); otherwise a pooled one of our own (see lib/http_pool).
         self._given_http = http_client
-        self._pool = None if http_client else ShardedAsyncClient(max_concurrency, timeout=timeout_seconds)
+        self._pool = None if http_client else pooled_client(max_concurrency, timeout=timeout_seconds)
 
     @classmethod
     def from_model_config(
@@ -192,7 +192,7 @@ class ChatClient:
         self, method: str, url: str, *, model: str | None, headers: dict[str, str] | None = None, **kwargs: Any
     ) -> httpx.Response:
         # send_with_retries only calls build_request and send, which _ObservedHttp provides.
-        http = self._given_http or cast(ShardedAsyncClient, self._pool).next()
+        http = self._given_http or cast(httpx.AsyncClient, self._pool)
         observed = cast(httpx.AsyncClient, _ObservedHttp(http, self.limiter, self.retry.max_delay))
         try:
             return await send_with_retries(
@@ -257,6 +257,15 @@ class ChatClient:
         return completion
 
     def _parse_completion(self, response: httpx.Response, model: str) -> ChatCompletion:
+        # The usual body is a completion with choices: read straight from the bytes by pydantic's compiled
+        # parser. Anything else takes the path below, which says what is wrong with it.
+        try:
+            completion = ChatCompletion.model_validate_json(response.content)
+        except ValidationError:
+            pass
+        else:
+            if completion.choices:
+                return completion
         where = redact_url(self.endpoint)
         subject = f"chat completion for model {model!r} at {where}"
         try:

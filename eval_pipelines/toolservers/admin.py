@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from eval_pipelines.lib.http_pool import ShardedAsyncClient
+from eval_pipelines.lib.http_pool import pooled_client
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_CONNECTIONS = 100
@@ -34,10 +34,10 @@ def _detail(response: httpx.Response) -> str:
 
 class ToolServerAdmin:
     """Async client the rollout engine uses around a rollout. Pass a shared `httpx.AsyncClient` to reuse
-    connections across rollouts; otherwise a sharded pool of `max_connections` is created lazily and closed
-    by `aclose()`.
+    connections across rollouts; otherwise a pooled client of `max_connections` (lib/http_pool) is created
+    lazily and closed by `aclose()`.
 
-    `http_client()` hands out a client of that pool: the engine gives one to every rollout's environment too,
+    `http_client()` hands out that client: the engine gives one to every rollout's environment too,
     so all tool-server traffic of a run shares warm connections (a client per rollout cost a TLS context and
     fresh connections each). `max_connections` should cover the rollouts that run at once.
     """
@@ -49,7 +49,7 @@ class ToolServerAdmin:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self._client = client
-        self._pool: ShardedAsyncClient | None = None
+        self._pool: httpx.AsyncClient | None = None
         self.timeout_seconds = timeout_seconds
         self.max_connections = max_connections
 
@@ -57,8 +57,8 @@ class ToolServerAdmin:
         if self._client is not None:
             return self._client
         if self._pool is None:
-            self._pool = ShardedAsyncClient(self.max_connections, timeout=self.timeout_seconds)
-        return self._pool.next()
+            self._pool = pooled_client(self.max_connections, timeout=self.timeout_seconds)
+        return self._pool
 
     async def _request(
         self,

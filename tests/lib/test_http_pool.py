@@ -1,4 +1,4 @@
-"""ShardedAsyncClient: small connection pools in place of one large one, all usable over real HTTP."""
+"""pooled_client: plain http on the keep-alive transport, everything else on sharded httpx pools."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from eval_pipelines.lib.http_pool import CONNECTIONS_PER_SHARD, ShardedAsyncClient, default_ssl_context
-from eval_pipelines.lib.serving import BackgroundServer
+from eval_pipelines.lib.http_pool import CONNECTIONS_PER_SHARD, ShardedTransport, default_ssl_context, pooled_client
+from eval_pipelines.lib.http_transport import KeepAliveTransport
+from eval_pipelines.lib.serving import BackgroundServer, free_port
 
 
 @pytest.fixture(scope="module")
@@ -25,24 +26,37 @@ def echo() -> Iterator[BackgroundServer]:
 
 
 def test_connections_are_spread_over_shards() -> None:
-    pool = ShardedAsyncClient(100, timeout=5.0, connections_per_shard=8)
-    assert len(pool.shards) == 13
-    one = ShardedAsyncClient(2, timeout=5.0)
-    assert len(one.shards) == 1
-    assert len(ShardedAsyncClient(100, timeout=5.0).shards) == 100 // CONNECTIONS_PER_SHARD
+    assert len(ShardedTransport(100, connections_per_shard=8).shards) == 13
+    assert len(ShardedTransport(2).shards) == 1
+    assert len(ShardedTransport(100).shards) == 100 // CONNECTIONS_PER_SHARD
 
 
-async def test_next_cycles_through_every_shard(echo: BackgroundServer) -> None:
-    pool = ShardedAsyncClient(24, timeout=5.0, connections_per_shard=8)
+async def test_the_shards_take_requests_in_turn() -> None:
+    transport = ShardedTransport(6, connections_per_shard=2)
+    seen: list[int] = []
+    for index, shard in enumerate(transport.shards):
+
+        async def handle(request: httpx.Request, index: int = index) -> httpx.Response:
+            seen.append(index)
+            return httpx.Response(200)
+
+        shard.handle_async_request = handle  # type: ignore[method-assign]
+    async with httpx.AsyncClient(transport=transport) as client:
+        for _ in range(6):
+            await client.get("https://example.invalid/")
+    assert seen == [0, 1, 2, 0, 1, 2]
+
+
+async def test_plain_http_goes_through_the_keep_alive_transport(echo: BackgroundServer) -> None:
+    client = pooled_client(4, timeout=5.0)
     try:
-        picked = [pool.next() for _ in range(6)]
-        assert picked[:3] == pool.shards and picked[3:] == pool.shards
-        for client in picked:
-            response = await client.get(f"{echo.url}/ping")
-            assert response.json() == {"ok": "yes"}
+        assert isinstance(client._transport, KeepAliveTransport)
+        for _ in range(3):
+            assert (await client.get(f"{echo.url}/ping")).json() == {"ok": "yes"}
+        assert client._transport.connections_opened == 1
     finally:
-        await pool.aclose()
-    assert all(shard.is_closed for shard in pool.shards)
+        await client.aclose()
+    assert client.is_closed
 
 
 def test_every_shard_shares_one_ssl_context() -> None:
@@ -52,15 +66,35 @@ def test_every_shard_shares_one_ssl_context() -> None:
 @pytest.mark.parametrize(("connections", "per_shard"), [(0, 8), (8, 0)])
 def test_bad_sizes_are_refused(connections: int, per_shard: int) -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        ShardedAsyncClient(connections, timeout=1.0, connections_per_shard=per_shard)
+        ShardedTransport(connections, connections_per_shard=per_shard)
+    with pytest.raises(ValueError, match="at least 1"):
+        pooled_client(0, timeout=1.0)
 
 
 async def test_a_request_to_a_dead_port_raises_the_usual_httpx_error() -> None:
-    from eval_pipelines.lib.serving import free_port
-
-    pool = ShardedAsyncClient(4, timeout=2.0)
+    client = pooled_client(4, timeout=2.0)
     try:
         with pytest.raises(httpx.ConnectError):
-            await pool.next().get(f"http://127.0.0.1:{free_port()}/")
+            await client.get(f"http://127.0.0.1:{free_port()}/")
     finally:
-        await pool.aclose()
+        await client.aclose()
+
+
+async def test_cookies_a_server_sets_are_kept_and_sent_back() -> None:
+    async def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/login":
+            return httpx.Response(200, headers={"set-cookie": "session=abc; Path=/"})
+        return httpx.Response(200, text=request.headers.get("cookie", "<none>"))
+
+    client = pooled_client(2, timeout=1.0)
+    client._transport = httpx.MockTransport(handle)
+    try:
+        assert (await client.get("http://gateway.test/plain")).text == "<none>"
+        assert len(client.cookies) == 0
+        await client.get("http://gateway.test/login")
+        assert client.cookies["session"] == "abc"
+        assert (await client.get("http://gateway.test/again")).text == "session=abc"
+        client.cookies = {"other": "1"}
+        assert (await client.get("http://gateway.test/again")).text == "other=1"
+    finally:
+        await client.aclose()
