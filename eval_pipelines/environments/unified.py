@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -21,6 +20,7 @@ from eval_pipelines.environments.naming import (
     validate_mcp_server_names,
     validate_secret_prefix,
 )
+from eval_pipelines.lib.json_http import json_content, response_json
 from eval_pipelines.schemas.tools import (
     StateDiff,
     StepResponse,
@@ -124,7 +124,7 @@ class UnifiedEnvironment(BaseEnvironment):
     async def _request(self, tool_server: str, method: str, path: str, body: Any = None) -> Any:
         url = self._url(tool_server) + path
         try:
-            response = await self._http().request(method, url, json=body, timeout=self.timeout_seconds)
+            response = await self._http().request(method, url, timeout=self.timeout_seconds, **json_content(body))
         except httpx.TimeoutException as exc:
             raise ToolServerUnavailable(
                 f"tool server {tool_server!r} timed out after {self.timeout_seconds}s on {method} {path}"
@@ -136,8 +136,8 @@ class UnifiedEnvironment(BaseEnvironment):
                 f"tool server {tool_server!r} answered {response.status_code} on {method} {path}: {response.text[:300]}"
             )
         try:
-            return response.json()
-        except json.JSONDecodeError as exc:
+            return response_json(response)
+        except ValueError as exc:
             raise ToolServerUnavailable(
                 f"tool server {tool_server!r} returned invalid JSON on {method} {path}"
             ) from exc

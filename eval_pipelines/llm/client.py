@@ -14,6 +14,7 @@ import pydantic_core
 from pydantic import SecretStr, ValidationError
 
 from eval_pipelines.lib.http_pool import pooled_client
+from eval_pipelines.lib.json_http import JSON_CONTENT
 from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.lib.retry import (
     RetryPolicy,
@@ -37,7 +38,6 @@ from eval_pipelines.schemas.model_config import ModelConfig
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
-JSON_CONTENT = {"Content-Type": "application/json"}
 DEFAULT_MAX_CONCURRENCY = 16
 _ENDPOINT_SUFFIX = "/chat/completions"
 

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from eval_pipelines.lib.http_pool import pooled_client
+from eval_pipelines.lib.json_http import json_content, response_json
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_CONNECTIONS = 100
@@ -72,7 +73,7 @@ class ToolServerAdmin:
     ) -> Any:
         try:
             response = await self.http_client().request(
-                method, url, json=json, params=params, timeout=self.timeout_seconds
+                method, url, params=params, timeout=self.timeout_seconds, **json_content(json)
             )
         except httpx.TimeoutException as exc:
             raise WorkspaceError(
@@ -89,7 +90,7 @@ class ToolServerAdmin:
                 status_code=response.status_code,
             )
         try:
-            return response.json()
+            return response_json(response)
         except ValueError as exc:
             raise WorkspaceError(
                 f"tool server {server}: {action} returned a non-JSON body",
