@@ -157,7 +157,7 @@ def _worker_children() -> list[int]:
 def test_worker_count_follows_concurrency_cpus_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(WORKERS_ENV, raising=False)
     monkeypatch.setattr("eval_pipelines.service.workers.available_cpus", lambda: 2)
-    assert [rollout_workers(p) for p in (1, 8, 31, 32, 50, 200)] == [1, 1, 1, 2, 2, 2]
+    assert [rollout_workers(p) for p in (1, 8, 50, 63, 64, 128, 200)] == [1, 1, 1, 1, 1, 2, 2]
     assert rollout_workers(50, 3) == 3 and rollout_workers(2, 8) == 2  # never more processes than slots
     monkeypatch.setenv(WORKERS_ENV, "1")
     assert rollout_workers(200) == 1
