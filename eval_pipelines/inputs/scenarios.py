@@ -111,6 +111,7 @@ class ScenarioFiles:
     template: Template
     _tasks: dict[str, Task] | None = field(default=None, repr=False)
     _parsed_seeds: set[Path] = field(default_factory=set, repr=False)
+    _seed_payloads: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def scenario_id(self) -> str:
@@ -210,8 +211,15 @@ class ScenarioFiles:
         )
 
     def seed_payload(self, task: Task, server: str) -> list[Any]:
-        """The parsed JSON seed files a task sends to one tool server, in declaration order."""
-        return [_read_json(self.root / "seed_data" / name) for name in task.seed_data.get(server, [])]
+        """The parsed JSON seed files a task sends to one tool server, in declaration order. Each file is read
+        once, like the tasks (every rollout of a run sends the same ones); the objects are shared, so callers
+        send them and never change them."""
+        return [self._seed_file(name) for name in task.seed_data.get(server, [])]
+
+    def _seed_file(self, name: str) -> Any:
+        if name not in self._seed_payloads:
+            self._seed_payloads[name] = _read_json(self.root / "seed_data" / name)
+        return self._seed_payloads[name]
 
     def public_task(self, task: Task, tool_server_urls: Mapping[str, str] | None = None) -> PublicTask:
         """The task as the service lists it, with the hosted product's seed and verifier fields filled in, and
