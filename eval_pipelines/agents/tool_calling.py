@@ -6,6 +6,8 @@ import asyncio
 import json
 from typing import Any
 
+import pydantic_core
+
 from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
 from eval_pipelines.environments.base import BaseEnvironment
 from eval_pipelines.llm.client import ChatClient
@@ -32,6 +34,26 @@ DEFAULT_SYSTEM_PROMPT = (
 
 #: `RunArtifacts.metadata` key: how many times the history sent to the model was shortened.
 META_SUMMARIES = "history_summaries"
+
+_NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+#: Specs already built, by name, description and schema: every rollout of a run lists the same tools, and
+#: validating them again was a visible share of a rollout's CPU. Bounded: emptied when full.
+_SPECS: dict[tuple[str, str, bytes], ToolSpec] = {}
+_MAX_SPECS = 4096
+
+
+def _tool_spec(wire: str, description: str, parameters: dict[str, Any]) -> ToolSpec:
+    """The wire spec of one tool (shared between agents, which only ever send it)."""
+    key = (wire, description, pydantic_core.to_json(parameters))
+    spec = _SPECS.get(key)
+    if spec is None:
+        if len(_SPECS) >= _MAX_SPECS:
+            _SPECS.clear()
+        spec = ToolSpec.model_validate(
+            {"type": "function", "function": {"name": wire, "description": description, "parameters": parameters}}
+        )
+        _SPECS[key] = spec
+    return spec
 
 
 def unknown_tool_message(name: str) -> str:
@@ -89,16 +111,7 @@ class ToolCallingAgent(BaseAgent):
                 raise ValueError(f"duplicate tool wire name {wire!r}")
             self._tools[wire] = (tool["tool_server"], tool["name"])
             self._tool_specs.append(
-                ToolSpec.model_validate(
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": wire,
-                            "description": tool.get("description", ""),
-                            "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-                        },
-                    }
-                )
+                _tool_spec(wire, tool.get("description", ""), tool.get("parameters") or _NO_PARAMETERS)
             )
 
     def _request(self, messages: list[dict[str, Any]]) -> ChatRequest:

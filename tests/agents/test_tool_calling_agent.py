@@ -164,3 +164,15 @@ async def test_summarisation_sends_the_shortened_history(serve: Any, tool_host: 
     assert artifacts.steps_taken == 4 and len([m for m in artifacts.messages if m["role"] == "tool"]) == 4
     # Turns without a summary step send the history unchanged.
     assert shape(script.requests[1]) == ["system", "user", "assistant+calls", "tool"]
+
+
+def test_tool_specs_are_built_once_per_distinct_tool() -> None:
+    from eval_pipelines.agents.tool_calling import _tool_spec
+
+    schema = {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}
+    first = _tool_spec("email__send", "Send an email", schema)
+    assert first.function.name == "email__send" and first.function.parameters == schema
+    assert _tool_spec("email__send", "Send an email", dict(schema)) is first
+    changed = {**schema, "required": []}
+    assert _tool_spec("email__send", "Send an email", changed).function.parameters == changed
+    assert _tool_spec("email__send", "Send a message", schema).function.description == "Send a message"
