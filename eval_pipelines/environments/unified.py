@@ -70,6 +70,7 @@ class UnifiedEnvironment(BaseEnvironment):
         }
         self._mcp: dict[str, McpServerConnection] = {}
         self._names_checked = False
+        self._parsed_urls: dict[tuple[str, str], httpx.URL] = {}
         self.state_diffs: list[StateDiff] = []
 
     def _http(self) -> httpx.AsyncClient:
@@ -122,7 +123,10 @@ class UnifiedEnvironment(BaseEnvironment):
             raise KeyError(f"unknown tool server {tool_server!r}; known: {sorted(self.tool_servers)}") from None
 
     async def _request(self, tool_server: str, method: str, path: str, body: Any = None) -> Any:
-        url = self._url(tool_server) + path
+        url = self._parsed_urls.get((tool_server, path))
+        if url is None:
+            # Parsed once per server and path: httpx parses a URL given as text on every request.
+            url = self._parsed_urls[(tool_server, path)] = httpx.URL(self._url(tool_server) + path)
         try:
             response = await self._http().request(method, url, timeout=self.timeout_seconds, **json_content(body))
         except httpx.TimeoutException as exc:

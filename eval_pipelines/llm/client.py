@@ -136,6 +136,8 @@ class ChatClient:
             raise ValueError("max_concurrency must be at least 1")
         self.base_url = normalise_base_url(base_url)
         self.endpoint = endpoint_url(self.base_url, _ENDPOINT_SUFFIX)
+        # Parsed once: httpx parses a URL given as text on every request.
+        self._endpoint_url = httpx.URL(self.endpoint)
         self.timeout_seconds = timeout_seconds
         self.retry = retry or RetryPolicy.for_llm()
         self.max_concurrency = max_concurrency
@@ -189,7 +191,13 @@ class ChatClient:
         return headers
 
     async def _send(
-        self, method: str, url: str, *, model: str | None, headers: dict[str, str] | None = None, **kwargs: Any
+        self,
+        method: str,
+        url: str | httpx.URL,
+        *,
+        model: str | None,
+        headers: dict[str, str] | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
         # send_with_retries only calls build_request and send, which _ObservedHttp provides.
         http = self._given_http or cast(httpx.AsyncClient, self._pool)
@@ -209,11 +217,11 @@ class ChatClient:
         except httpx.TransportError as exc:
             # `from None`: the httpx exception holds the request, and with it the Authorization header.
             raise error_for_transport(
-                exc, url=url, model=model, timeout_seconds=self.timeout_seconds, secrets=self._secrets()
+                exc, url=str(url), model=model, timeout_seconds=self.timeout_seconds, secrets=self._secrets()
             ) from None
         except ReplyTooLarge as exc:
             raise LLMResponseError(
-                f"chat completion for model {model!r} at {redact_url(url)}: {exc}", secrets=self._secrets()
+                f"chat completion for model {model!r} at {redact_url(str(url))}: {exc}", secrets=self._secrets()
             ) from None
 
     def _raise_for_status(self, response: httpx.Response, url: str, model: str | None) -> None:
@@ -238,7 +246,9 @@ class ChatClient:
         body = pydantic_core.to_json(request.to_wire())
         async with self.limiter.slot():
             started = time.monotonic()
-            response = await self._send("POST", self.endpoint, model=request.model, content=body, headers=JSON_CONTENT)
+            response = await self._send(
+                "POST", self._endpoint_url, model=request.model, content=body, headers=JSON_CONTENT
+            )
         elapsed = time.monotonic() - started
         self._raise_for_status(response, self.endpoint, request.model)
         completion = self._parse_completion(response, request.model)
