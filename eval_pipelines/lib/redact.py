@@ -4,9 +4,10 @@ artifacts, logs, Dagster metadata, error messages) goes through `strip_secrets` 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 #: Fields whose value is a secret: dropped before anything is persisted.
 SECRET_FIELD_NAMES = frozenset({"api_key", "rag_api_key", "authorization", "API-Key"})
@@ -19,6 +20,10 @@ UNPARSEABLE_URL = "<unparseable URL>"
 def redact_url(url: httpx.URL | str) -> str:
     """The URL without user-info, query or fragment. A URL that cannot be parsed (control characters, say) is
     shown as a placeholder, so describing an error never raises another."""
+    # Imported here: the schemas import this module, and the processes that need only them (verifier workers)
+    # would pay for httpx's import, about a third of their start-up.
+    import httpx
+
     try:
         parsed = httpx.URL(str(url))
         return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
