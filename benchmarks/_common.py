@@ -406,6 +406,18 @@ def run_child(
     return run_json_child([sys.executable, str(script), *child_args], timeout=timeout, env=full_env)
 
 
+def ensure_bytecode() -> None:
+    """Compile the project's modules to bytecode, as installing a package does. The processes a run starts
+    (verifier and rollout workers) import the project; with PYTHONDONTWRITEBYTECODE set, or sources edited
+    since their bytecode was written, each of them would compile it again inside the measurement, a cost no
+    installed deployment pays (Inspect's side runs from an installed, compiled package)."""
+    import compileall
+
+    import eval_pipelines
+
+    compileall.compile_dir(Path(eval_pipelines.__file__).parent, quiet=1, workers=1)
+
+
 # --- our side: one partition through the embedded service, as the `rollouts` asset runs it ----------------------
 
 
@@ -432,6 +444,7 @@ class OurPipeline:
     """
 
     def __init__(self, scenarios_dir: Path, data_dir: Path) -> None:
+        ensure_bytecode()
         from eval_pipelines.inputs.scenarios import ScenarioCatalog
         from eval_pipelines.local.services import local_evaluation_service
         from eval_pipelines.runtime.local import shared_runtime
