@@ -16,8 +16,11 @@ import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from pydantic import TypeAdapter
 
 from eval_pipelines.lib.redact import strip_secrets
 from eval_pipelines.lib.sqlite import SqliteDatabase
@@ -137,6 +140,16 @@ def process_is_alive(pid: int | None, started: str | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+_STATUS_EVENTS = TypeAdapter(list[StatusEvent])
+
+
+@lru_cache(maxsize=64)
+def _model_config_echo(stored_json: str) -> ModelConfigEcho:
+    """Every rollout of a run stores the same echo: parsed once per distinct one, not once per rollout listed.
+    Shared between the rollouts that hold it, as a read-only value."""
+    return ModelConfigEcho.model_validate_json(stored_json)
 
 
 @dataclass(frozen=True)
@@ -338,20 +351,21 @@ class RunStore(SqliteDatabase):
 
     # -- rollouts ---------------------------------------------------------------------------------------
     def _events(self, rollout_ids: Sequence[str]) -> dict[str, list[StatusEvent]]:
-        events: dict[str, list[StatusEvent]] = {rid: [] for rid in rollout_ids}
+        grouped: dict[str, list[dict[str, Any]]] = {rid: [] for rid in rollout_ids}
         if not rollout_ids:
-            return events
+            return {}
         conn = self._conn()
         for start in range(0, len(rollout_ids), 500):
             chunk = list(rollout_ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            for row in conn.execute(
-                f"select * from rollout_events where rollout_id in ({marks}) order by rollout_id, seq", chunk
+            for rollout_id, status, timestamp, detail in conn.execute(
+                f"select rollout_id, status, timestamp, detail from rollout_events where rollout_id in ({marks}) "
+                "order by rollout_id, seq",
+                chunk,
             ):
-                events[row["rollout_id"]].append(
-                    StatusEvent(status=row["status"], timestamp=row["timestamp"], detail=row["detail"])
-                )
-        return events
+                grouped[rollout_id].append({"status": status, "timestamp": timestamp, "detail": detail})
+        # One validation call per rollout's events: a listing builds a dozen of them for every rollout it holds.
+        return {rid: _STATUS_EVENTS.validate_python(items) for rid, items in grouped.items()}
 
     @staticmethod
     def _rollout_from_row(row: sqlite3.Row, events: list[StatusEvent]) -> Rollout:
@@ -371,7 +385,7 @@ class RunStore(SqliteDatabase):
             completed_at=row["completed_at"],
             result=result,
             termination_reason=row["termination_reason"],
-            model_config=ModelConfigEcho.model_validate_json(row["model_config_json"]),
+            model_config=_model_config_echo(row["model_config_json"]),
             status_events=events,
         )
 
