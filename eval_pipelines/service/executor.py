@@ -336,6 +336,12 @@ class RunExecutor:
         clients = ChatClientPool(max_concurrency=parallel)
         admin = ToolServerAdmin(max_connections=max(parallel, DEFAULT_MAX_CONNECTIONS))
         verifiers = VerifierPool(request.get("verifier_timeout_seconds") or DEFAULT_VERIFIER_TIMEOUT_SECONDS)
+        verifiers_dir = self._verifiers_dir(scenario)
+        if verifiers_dir is not None:
+            # While the first rollouts provision and run their agents, not when their verdicts are due.
+            threading.Thread(
+                target=verifiers.warm, args=(verifiers_dir,), name="warm-verifier-worker", daemon=True
+            ).start()
         job = RolloutJob(
             run_id=run_id,
             scenario=scenario,
@@ -343,7 +349,7 @@ class RunExecutor:
             model_config=resolved,
             user_model_config=resolved_user,
             tool_server_urls=self.runtime.tool_server_urls(),
-            verifiers_dir=self._verifiers_dir(scenario),
+            verifiers_dir=verifiers_dir,
             timeout_seconds=timeout_seconds,
             store=self.store,
             runner=self.runner,

@@ -491,6 +491,14 @@ class VerifierPool:
                 self._runners[verifiers_dir] = (runner, threading.Lock())
             return self._runners[verifiers_dir]
 
+    def warm(self, verifiers_dir: Path) -> None:
+        """Blocking: start the package's worker now, so the first verdicts of a run do not wait for its start-up
+        (a fifth of a second of imports and loading, which every rollout of the first wave would wait out).
+        A package that cannot load is left to the first verification, which reports it as that verdict."""
+        runner, lock = self._runner(verifiers_dir)
+        with lock, contextlib.suppress(WorkerStartError):
+            runner.start()
+
     def verify_now(self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts) -> list[VerifierOutcome]:
         """Blocking: run the task's verifiers over one rollout's artifacts in the package's worker."""
         runner, lock = self._runner(verifiers_dir)

@@ -13,6 +13,7 @@ from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.verifiers.bundle import build_bundle, load_bundle
 from eval_pipelines.verifiers.isolation import (
     IsolatedVerifierRunner,
+    VerifierPool,
     VerifyJob,
     WorkerStartError,
     run_in_process,
@@ -141,3 +142,31 @@ def test_the_worker_does_not_inherit_secrets(make_package: PackageFactory, monke
     with IsolatedVerifierRunner(folder, timeout_seconds=30) as runner:
         (outcome,) = runner.run([VerifyJob(_artifacts("r"), ("peek",))])[0]
     assert outcome.message == "absent"
+
+
+def test_a_pool_warmed_at_run_start_verifies_with_the_worker_it_started(make_package: PackageFactory) -> None:
+    folder = make_package({"ok": HOSTILE["ok"]})
+    pool = VerifierPool(timeout_seconds=30)
+    try:
+        pool.warm(folder)
+        runner, _ = pool._runner(folder)
+        assert runner._worker is not None and runner._worker.process.poll() is None
+        started = runner._worker.process.pid
+        assert [o.message for o in pool.verify_now(folder, ["ok"], _artifacts("r"))] == ["fine: r"]
+        assert runner._worker.process.pid == started and runner.restarts == 0
+    finally:
+        pool.close()
+
+
+def test_warming_a_package_that_cannot_load_leaves_the_error_to_the_first_verdict(
+    make_package: PackageFactory,
+) -> None:
+    folder = make_package({})
+    (folder / "__init__.py").write_text("raise ImportError('broken package init')\n")
+    pool = VerifierPool(timeout_seconds=30)
+    try:
+        pool.warm(folder)  # no exception: the run goes on
+        [outcome] = pool.verify_now(folder, ["ok"], _artifacts("r"))
+        assert outcome.is_error and not outcome.success and "broken package init" in outcome.message
+    finally:
+        pool.close()
