@@ -52,6 +52,7 @@ class _Connection(asyncio.Protocol):
         self.reason = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.headers_done = False
+        self.informational = False
         self.body: collections.deque[bytes] = collections.deque()
         self.buffered = 0
         self.message_done = False
@@ -109,7 +110,14 @@ class _Connection(asyncio.Protocol):
         self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
+        status = self.parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            # An informational answer (103 Early Hints, an unasked-for 100 Continue) precedes the real one.
+            self.informational = True
+            self.headers.clear()
+            self.reason = b""
+            return
+        self.status = status
         self.headers_done = True
         if self.head:
             # A HEAD response announces a body it does not send; the parser cannot know, so the connection ends.
@@ -126,6 +134,9 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
+        if self.informational:
+            self.informational = False
+            return
         # Asked here: once the parser moves on, it answers for the next message.
         self.keep_alive = self.parser.should_keep_alive()
         self.message_done = True

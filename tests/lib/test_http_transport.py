@@ -325,3 +325,21 @@ async def test_bytes_sent_out_of_turn_retire_the_connection() -> None:
 def test_a_pool_needs_at_least_one_connection() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         KeepAliveTransport(max_connections=0, fallback=CountingFallback())
+
+
+async def test_an_informational_answer_before_the_real_one_is_skipped() -> None:
+    async def early_hints(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(2):
+            await _read_request(reader)
+            writer.write(b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\nx-final: yes\r\n\r\nreal")
+            await writer.drain()
+        writer.close()
+
+    server, url = await _raw_server(early_hints)
+    async with server, _client() as client:
+        for _ in range(2):  # the same connection, twice: the parser is where the next answer starts
+            response = await client.get(url)
+            assert (response.status_code, response.text) == (200, "real")
+            assert "link" not in response.headers and response.headers["x-final"] == "yes"
+        assert _transport(client).connections_opened == 1
