@@ -27,6 +27,10 @@ KEEPALIVE_EXPIRY_SECONDS = 5.0
 #: Unread body beyond this pauses reading from the socket until the caller consumes it.
 READ_HIGH_WATER_BYTES = 256 * 1024
 
+#: A response whose status line and headers run past this is refused (h11's limit is 16 KiB): the parser keeps
+#: them in memory, and a server that never ends its headers would otherwise grow it without bound.
+MAX_HEADER_BYTES = 64 * 1024
+
 _Origin = tuple[str, int]
 
 
@@ -52,6 +56,7 @@ class _Connection(asyncio.Protocol):
         self.reason = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.headers_done = False
+        self.header_bytes = 0
         self.informational = False
         self.body: collections.deque[bytes] = collections.deque()
         self.buffered = 0
@@ -105,9 +110,16 @@ class _Connection(asyncio.Protocol):
 
     def on_status(self, status: bytes) -> None:
         self.reason += status
+        self._count_header_bytes(len(status))
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name, value))
+        self._count_header_bytes(len(name) + len(value))
+
+    def _count_header_bytes(self, size: int) -> None:
+        self.header_bytes += size
+        if self.header_bytes > MAX_HEADER_BYTES and self.failure is None:
+            self._fail(f"the response headers ran past {MAX_HEADER_BYTES} bytes")
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()

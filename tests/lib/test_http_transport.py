@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
@@ -343,3 +344,19 @@ async def test_an_informational_answer_before_the_real_one_is_skipped() -> None:
             assert (response.status_code, response.text) == (200, "real")
             assert "link" not in response.headers and response.headers["x-final"] == "yes"
         assert _transport(client).connections_opened == 1
+
+
+async def test_headers_that_never_end_are_refused_and_the_connection_dropped() -> None:
+    async def endless_headers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        with contextlib.suppress(ConnectionError):
+            for index in range(10_000):
+                writer.write(b"x-filler-%d: %b\r\n" % (index, b"a" * 100))
+                await writer.drain()
+        writer.close()
+
+    server, url = await _raw_server(endless_headers)
+    async with server, _client() as client:
+        with pytest.raises(httpx.RemoteProtocolError, match="headers ran past"):
+            await client.get(url)
