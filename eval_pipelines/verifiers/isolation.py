@@ -25,6 +25,7 @@ kernel without Landlock the write confinement is missing; the other limits hold.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import multiprocessing.connection
 import os
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeGuard
@@ -474,54 +475,121 @@ class IsolatedVerifierRunner:
         self.close()
 
 
+#: Most rollouts one round trip to a package's worker carries: enough to drain what piles up while it is busy,
+#: few enough that a batch's message stays a few hundred kilobytes.
+MAX_POOL_BATCH = 64
+
+
+@dataclass
+class _Package:
+    """One verifier package's worker and the verifications waiting for it.
+
+    Verdicts come due in bursts (rollouts of the same shape finish together): those that arrive while the worker
+    is busy wait here and go to it together as one batch when it is free, rather than queueing behind a lock
+    for a round trip each. `lock` is held around every use of the runner (a batch, warming, closing)."""
+
+    runner: IsolatedVerifierRunner
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    waiting: list[tuple[VerifyJob, concurrent.futures.Future[list[VerifierOutcome]]]] = field(default_factory=list)
+    #: Whether a thread is draining `waiting` (guarded by `mutex`); one at a time, so the batches stay whole.
+    draining: bool = False
+    mutex: threading.Lock = field(default_factory=threading.Lock)
+
+    def submit(self, job: VerifyJob) -> concurrent.futures.Future[list[VerifierOutcome]]:
+        future: concurrent.futures.Future[list[VerifierOutcome]] = concurrent.futures.Future()
+        with self.mutex:
+            self.waiting.append((job, future))
+            if self.draining:
+                return future
+            self.draining = True
+        threading.Thread(target=self._drain, name="verifier-batches", daemon=True).start()
+        return future
+
+    def _drain(self) -> None:
+        while True:
+            with self.mutex:
+                taken, self.waiting = self.waiting[:MAX_POOL_BATCH], self.waiting[MAX_POOL_BATCH:]
+                if not taken:
+                    self.draining = False
+                    return
+            # A caller that stopped waiting (its rollout was cancelled) drops out; the rest can no longer cancel.
+            batch = [(job, future) for job, future in taken if future.set_running_or_notify_cancel()]
+            if not batch:
+                continue
+            try:
+                with self.lock:
+                    verdicts = self._verify([job for job, _ in batch])
+            except BaseException as exc:  # handed to every caller of the batch, whose wait raises it
+                for _, future in batch:
+                    future.set_exception(exc)
+                continue
+            for (_, future), outcomes in zip(batch, verdicts, strict=True):
+                future.set_result(outcomes)
+
+    def _verify(self, jobs: list[VerifyJob]) -> list[list[VerifierOutcome]]:
+        try:
+            return self.runner.run(jobs)
+        except WorkerStartError as exc:
+            return [
+                [_failed(m, self.runner.version_of(m), f"Verifier error: {exc}") for m in job.modules] for job in jobs
+            ]
+
+
 class VerifierPool:
     """Contained verification for a process that verifies rollouts one by one as they finish (the rollout engine):
-    one `IsolatedVerifierRunner` per verifier package, kept warm, each used by one caller at a time from a
-    thread, so the event loop never waits on verifier code and a verifier's crash costs one verdict."""
+    one `IsolatedVerifierRunner` per verifier package, kept warm and fed from a thread of its own, so the event
+    loop never waits on verifier code and a verifier's crash costs one verdict. Verifications that arrive while
+    the worker is busy go to it together as one batch (`_Package`)."""
 
     def __init__(self, timeout_seconds: float = DEFAULT_VERIFIER_TIMEOUT_SECONDS) -> None:
         self.timeout_seconds = timeout_seconds
-        self._runners: dict[Path, tuple[IsolatedVerifierRunner, threading.Lock]] = {}
+        self._packages: dict[Path, _Package] = {}
         self._guard = threading.Lock()
 
-    def _runner(self, verifiers_dir: Path) -> tuple[IsolatedVerifierRunner, threading.Lock]:
+    def _package(self, verifiers_dir: Path) -> _Package:
         with self._guard:
-            if verifiers_dir not in self._runners:
-                runner = IsolatedVerifierRunner(verifiers_dir, timeout_seconds=self.timeout_seconds)
-                self._runners[verifiers_dir] = (runner, threading.Lock())
-            return self._runners[verifiers_dir]
+            if verifiers_dir not in self._packages:
+                # Each rollout's verdict stands on its own: a module that keeps crashing the worker is retried
+                # for every rollout, as it was when each rollout had a run of its own, instead of being skipped
+                # for the rest of whichever batch its failures fell in.
+                runner = IsolatedVerifierRunner(
+                    verifiers_dir, timeout_seconds=self.timeout_seconds, max_worker_failures=sys.maxsize
+                )
+                self._packages[verifiers_dir] = _Package(runner)
+            return self._packages[verifiers_dir]
 
     def warm(self, verifiers_dir: Path) -> None:
         """Blocking: start the package's worker now, so the first verdicts of a run do not wait for its start-up
         (a fifth of a second of imports and loading, which every rollout of the first wave would wait out).
         A package that cannot load is left to the first verification, which reports it as that verdict."""
-        runner, lock = self._runner(verifiers_dir)
-        with lock, contextlib.suppress(WorkerStartError):
-            runner.start()
+        package = self._package(verifiers_dir)
+        with package.lock, contextlib.suppress(WorkerStartError):
+            package.runner.start()
 
-    def verify_now(self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts) -> list[VerifierOutcome]:
-        """Blocking: run the task's verifiers over one rollout's artifacts in the package's worker."""
-        runner, lock = self._runner(verifiers_dir)
+    def submit(
+        self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts
+    ) -> concurrent.futures.Future[list[VerifierOutcome]]:
+        """Queue one rollout's verification; the future holds its outcomes, one per module."""
         # JSON text, encoded by pydantic's compiled serializer: a nested dict would be built in Python, pickled
         # and validated field by field on the other side.
         job = VerifyJob(artifacts.model_dump_json().encode(), tuple(modules))
-        with lock:
-            try:
-                return runner.run([job])[0]
-            except WorkerStartError as exc:
-                return [_failed(m, runner.version_of(m), f"Verifier error: {exc}") for m in modules]
+        return self._package(verifiers_dir).submit(job)
+
+    def verify_now(self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts) -> list[VerifierOutcome]:
+        """Blocking: run the task's verifiers over one rollout's artifacts in the package's worker."""
+        return self.submit(verifiers_dir, modules, artifacts).result()
 
     async def verify(
         self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts
     ) -> list[VerifierOutcome]:
-        return await asyncio.to_thread(self.verify_now, verifiers_dir, modules, artifacts)
+        return await asyncio.wrap_future(self.submit(verifiers_dir, modules, artifacts))
 
     def close(self) -> None:
         with self._guard:
-            runners, self._runners = list(self._runners.values()), {}
-        for runner, lock in runners:
-            with lock:
-                runner.close()
+            packages, self._packages = list(self._packages.values()), {}
+        for package in packages:
+            with package.lock:
+                package.runner.close()
 
 
 def _is_outcome(

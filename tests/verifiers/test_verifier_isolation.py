@@ -3,13 +3,16 @@ the next verifier of the same batch still runs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.schemas.artifacts import RunArtifacts
+from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.verifiers.bundle import build_bundle, load_bundle
 from eval_pipelines.verifiers.isolation import (
     IsolatedVerifierRunner,
@@ -149,7 +152,7 @@ def test_a_pool_warmed_at_run_start_verifies_with_the_worker_it_started(make_pac
     pool = VerifierPool(timeout_seconds=30)
     try:
         pool.warm(folder)
-        runner, _ = pool._runner(folder)
+        runner = pool._package(folder).runner
         assert runner._worker is not None and runner._worker.process.poll() is None
         started = runner._worker.process.pid
         assert [o.message for o in pool.verify_now(folder, ["ok"], _artifacts("r"))] == ["fine: r"]
@@ -168,5 +171,99 @@ def test_warming_a_package_that_cannot_load_leaves_the_error_to_the_first_verdic
         pool.warm(folder)  # no exception: the run goes on
         [outcome] = pool.verify_now(folder, ["ok"], _artifacts("r"))
         assert outcome.is_error and not outcome.success and "broken package init" in outcome.message
+    finally:
+        pool.close()
+
+
+#: Holds the worker for a while on the rollout named `slow`, so the verifications behind it pile up.
+GATED = {
+    "gated": (
+        "import time\n\ndef verify(run_artifacts):\n"
+        "    if run_artifacts.task_id == 'slow':\n        time.sleep(1.0)\n"
+        "    return True, 'seen: ' + run_artifacts.task_id\n"
+    ),
+    "dies_on_odd": (
+        "import os\n\ndef verify(run_artifacts):\n"
+        "    if int(run_artifacts.task_id.rsplit('-', 1)[1]) % 2:\n        os._exit(7)\n"
+        "    return True, 'even'\n"
+    ),
+}
+
+
+def _counting_batches(pool: VerifierPool, folder: Path) -> list[int]:
+    """The size of every batch the pool's runner for `folder` is sent, in order."""
+    runner = pool._package(folder).runner
+    sizes: list[int] = []
+    run = runner.run
+
+    def counted(jobs: Sequence[VerifyJob]) -> list[list[VerifierOutcome]]:
+        sizes.append(len(jobs))
+        return run(jobs)
+
+    runner.run = counted  # type: ignore[method-assign]
+    return sizes
+
+
+async def test_verifications_that_arrive_while_the_worker_is_busy_go_to_it_as_one_batch(
+    make_package: PackageFactory,
+) -> None:
+    folder = make_package(GATED)
+    pool = VerifierPool(timeout_seconds=30)
+    try:
+        pool.warm(folder)
+        sizes = _counting_batches(pool, folder)
+        slow = asyncio.ensure_future(pool.verify(folder, ["gated"], _artifacts("slow")))
+        while not sizes:  # the slow one holds the worker before the others arrive
+            await asyncio.sleep(0.01)
+        rest = await asyncio.gather(*(pool.verify(folder, ["gated"], _artifacts(f"r-{i}")) for i in range(12)))
+        assert [o.message for o in await slow] == ["seen: slow"]
+        # Each rollout gets its own verdict, in its own order, from one round trip for all twelve.
+        assert [[o.message for o in outcomes] for outcomes in rest] == [[f"seen: r-{i}"] for i in range(12)]
+        assert sizes == [1, 12]
+    finally:
+        pool.close()
+
+
+async def test_a_crash_in_a_batch_costs_only_that_rollouts_verdict_however_often_it_happens(
+    make_package: PackageFactory,
+) -> None:
+    folder = make_package(GATED)
+    pool = VerifierPool(timeout_seconds=30)
+    try:
+        pool.warm(folder)
+        sizes = _counting_batches(pool, folder)
+        slow = asyncio.ensure_future(pool.verify(folder, ["gated"], _artifacts("slow")))
+        while not sizes:
+            await asyncio.sleep(0.01)
+        verdicts = await asyncio.gather(*(pool.verify(folder, ["dies_on_odd"], _artifacts(f"r-{i}")) for i in range(8)))
+        await slow
+        assert sizes == [1, 8]  # four crashes in one batch, and no verdict skipped for them
+        for i, [outcome] in enumerate(verdicts):
+            if i % 2:
+                assert outcome.is_error and outcome.message == "Verifier process exited with code 7"
+            else:
+                assert outcome.success and outcome.message == "even"
+    finally:
+        pool.close()
+
+
+async def test_a_verification_whose_caller_stopped_waiting_is_dropped_and_the_rest_go_on(
+    make_package: PackageFactory,
+) -> None:
+    folder = make_package(GATED)
+    pool = VerifierPool(timeout_seconds=30)
+    try:
+        pool.warm(folder)
+        sizes = _counting_batches(pool, folder)
+        slow = asyncio.ensure_future(pool.verify(folder, ["gated"], _artifacts("slow")))
+        while not sizes:
+            await asyncio.sleep(0.01)
+        waiting = [asyncio.ensure_future(pool.verify(folder, ["gated"], _artifacts(f"r-{i}"))) for i in range(3)]
+        await asyncio.sleep(0.05)
+        waiting[1].cancel()
+        await slow
+        assert [o.message for o in await waiting[0]] == ["seen: r-0"]
+        assert [o.message for o in await waiting[2]] == ["seen: r-2"]
+        assert waiting[1].cancelled() and sizes == [1, 2]
     finally:
         pool.close()
