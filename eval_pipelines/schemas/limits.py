@@ -23,3 +23,6 @@ DEFAULT_MAX_ROLLOUTS_PER_RUN = 10_000
 #: benchmark task's is 35 KB) and far below a verifier worker's 2 GiB address space. A larger file, or a zstd frame
 #: that claims to expand beyond it, is refused before it is read whole.
 MAX_ARTIFACTS_BYTES = 64 << 20
+#: A request body of a built-in tool server: a step's arguments, or a workspace created from a seed or from a stored
+#: final state (re-verification), which comes out of a rollout's artifacts and so is never larger than they are.
+MAX_TOOL_SERVER_REQUEST_BYTES = MAX_ARTIFACTS_BYTES

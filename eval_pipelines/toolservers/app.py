@@ -16,14 +16,17 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic_core
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import Field
+from pydantic import BaseModel, Field
+from starlette.types import Message, Receive, Scope, Send
 
+from eval_pipelines.lib.body_limit import BodyLimit
 from eval_pipelines.schemas._base import StrictModel
+from eval_pipelines.schemas.limits import MAX_TOOL_SERVER_REQUEST_BYTES
 from eval_pipelines.schemas.tools import DiffScope, StepRequest
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError, copy_state
 from eval_pipelines.toolservers.diff import diff_states
@@ -276,20 +279,28 @@ async def snapshot_default(store: StoreDep, text: TextQuery = True) -> StateResp
     return StateResponse(store.snapshot(store.get_or_create_default(), text=text))
 
 
-@workspace_routes.post("", status_code=201)
-async def create_workspace(store: StoreDep, request: CreateWorkspaceRequest | None = None) -> StateResponse:
+def _created(store: WorkspaceStore, request: CreateWorkspaceRequest | None) -> dict[str, Any]:
     body = request or CreateWorkspaceRequest()
     workspace = store.create(body.workspace_id, body.seed, body.state)
     # With the seeded state, a rollout's initial snapshot needs no request of its own.
     content = {"workspace_id": workspace.workspace_id, "path": f"/workspaces/{workspace.workspace_id}"}
-    return StateResponse(status_code=201, content={**content, "state": workspace.state})
+    return {**content, "state": workspace.state}
+
+
+def _deleted(store: WorkspaceStore, workspace_id: str) -> dict[str, Any]:
+    _workspace_or_404(store, workspace_id)
+    store.delete(workspace_id)
+    return {"workspace_id": workspace_id, "deleted": True}
+
+
+@workspace_routes.post("", status_code=201)
+async def create_workspace(store: StoreDep, request: CreateWorkspaceRequest | None = None) -> StateResponse:
+    return StateResponse(status_code=201, content=_created(store, request))
 
 
 @workspace_routes.delete("/{workspace_id}")
 async def delete_workspace(workspace_id: str, store: StoreDep) -> StateResponse:
-    _workspace_or_404(store, workspace_id)
-    store.delete(workspace_id)
-    return StateResponse({"workspace_id": workspace_id, "deleted": True})
+    return StateResponse(_deleted(store, workspace_id))
 
 
 @workspace_routes.post("/{workspace_id}/seed")
@@ -355,10 +366,126 @@ async def workspace_snapshot(workspace_id: str, store: StoreDep, text: TextQuery
     return StateResponse(store.snapshot(_workspace_or_404(store, workspace_id), text=text))
 
 
-def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORKSPACES) -> FastAPI:
-    """An ASGI app serving one built-in server. Root `/step` and `/snapshot` use the `default` workspace."""
-    app = FastAPI(title=f"{server.name} tool server", version="0.1.0")
-    app.state.store = WorkspaceStore(server=server, max_workspaces=max_workspaces)
-    app.include_router(default_routes)
-    app.include_router(workspace_routes)
-    return app
+#: The routes every rollout calls, in the order a rollout calls them: (method, path after `/workspaces`).
+_HOT_WORKSPACE_PATH = re.compile(r"/workspaces(?:/([^/]+)(/step|/snapshot)?)?")
+_SNAPSHOT_QUERIES = {b"": True, b"text=true": True, b"text=false": False}
+
+
+class ToolServerApp:
+    """ASGI app of one built-in server: the FastAPI app, with the four routes every rollout calls (create, step,
+    snapshot and delete a workspace) answered without going through it.
+
+    FastAPI declares every route, and answers all of them whenever the shortcut steps aside: a body that is not
+    JSON, not `application/json` or does not validate (its 422 explains every error), an unusual query, any
+    other path or method. The shortcut calls the same functions as the routes, so the answers are the same;
+    FastAPI's routing, dependency solving, validation and middleware were three fifths of a tool call's CPU in
+    the tool host, which every rollout pays eight times.
+    """
+
+    def __init__(self, server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORKSPACES) -> None:
+        self.store = WorkspaceStore(server=server, max_workspaces=max_workspaces)
+        self.api = FastAPI(title=f"{server.name} tool server", version="0.1.0")
+        self.api.state.store = self.store
+        self.api.include_router(default_routes)
+        self.api.include_router(workspace_routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            unanswered = await self._shortcut(scope, receive, send)
+            if unanswered is None:
+                return
+            receive = unanswered
+        await self.api(scope, receive, send)
+
+    async def _shortcut(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """Answer a hot route and return None, or return the `receive` FastAPI should read the request from."""
+        path: str = scope["path"]
+        root_path: str = scope.get("root_path", "")
+        if root_path and path.startswith(root_path):  # mounted (see HostApp): the route is what follows
+            path = path[len(root_path) :]
+        hot = _HOT_WORKSPACE_PATH.fullmatch(path)
+        method: str = scope["method"]
+        if hot is None:
+            return receive
+        workspace_id, action = hot.groups()
+        try:
+            if workspace_id is None and method == "POST":
+                body = await _read_body(receive)
+                if body is None:
+                    return receive
+                created = _json_body(scope, body, CreateWorkspaceRequest) if body else None
+                if created is False:
+                    return _replay(body, receive)
+                await _send_json(send, 201, _created(self.store, created))
+            elif action == "/step" and method == "POST":
+                body = await _read_body(receive)
+                step = None if body is None else _json_body(scope, body, StepRequest)
+                if not isinstance(step, StepRequest):
+                    return receive if body is None else _replay(body, receive)
+                await _send_json(send, 200, await self.store.astep(_workspace_or_404(self.store, workspace_id), step))
+            elif action == "/snapshot" and method == "GET":
+                text = _SNAPSHOT_QUERIES.get(scope.get("query_string", b""))
+                if text is None:
+                    return receive
+                workspace = _workspace_or_404(self.store, workspace_id)
+                await _send_json(send, 200, self.store.snapshot(workspace, text=text))
+            elif action is None and workspace_id is not None and method == "DELETE":
+                await _send_json(send, 200, _deleted(self.store, workspace_id))
+            else:
+                return receive
+        except HTTPException as exc:  # as FastAPI's own handler answers it
+            await _send_json(send, exc.status_code, {"detail": exc.detail})
+        return None
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def _json_body(scope: Scope, body: bytes, model: type[Model]) -> Model | Literal[False]:
+    """`body` as `model`, or False: anything but a JSON object that validates is left to FastAPI to explain."""
+    content_type = next((v for k, v in scope["headers"] if k == b"content-type"), b"")
+    if content_type.partition(b";")[0].strip().lower() != b"application/json":
+        return False
+    try:
+        # Python-mode validation of the parsed JSON, as FastAPI validates a body (strict JSON mode differs).
+        return model.model_validate(pydantic_core.from_json(body))
+    except ValueError:  # pydantic's ValidationError is one
+        return False
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The request's body, or None when the client went away first (FastAPI then answers as it would)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _send_json(send: Send, status: int, content: Any) -> None:
+    body = pydantic_core.to_json(content)
+    headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_app(server: BuiltinToolServer, max_workspaces: int = DEFAULT_MAX_WORKSPACES) -> BodyLimit:
+    """An ASGI app serving one built-in server. Root `/step` and `/snapshot` use the `default` workspace. A request
+    body over `MAX_TOOL_SERVER_REQUEST_BYTES` is refused (413) before anything reads it."""
+    return BodyLimit(ToolServerApp(server, max_workspaces=max_workspaces), MAX_TOOL_SERVER_REQUEST_BYTES)

@@ -29,7 +29,7 @@ __all__ = ["BUILTIN_SERVERS", "ToolServerHost", "ToolServerProcess", "build_host
 
 
 class HostApp:
-    """ASGI: `/<name>/...` goes to that server's FastAPI app, `/health` lists them; anything else is a 404.
+    """ASGI: `/<name>/...` goes to that server's app (`app.create_app`), `/health` lists them; anything else is a 404.
 
     A plain dispatcher rather than a FastAPI app mounting the others: a root app's middleware and routing ran
     on every request before the server's own (about an eighth of a tool call's CPU in the tool host).
