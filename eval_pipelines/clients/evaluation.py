@@ -15,6 +15,7 @@ Reading is liberal (the hosted product's variants): a template list wrapped in a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
@@ -190,6 +191,10 @@ class EvaluationClient:
         raise error_for_response(response, method=method, path=path, secrets=self._secrets())
 
     def _parse(self, model: type[ModelT], response: httpx.Response, method: str, path: str) -> ModelT:
+        with contextlib.suppress(ValueError):  # pydantic's ValidationError is one
+            # From the bytes in one compiled pass (a listing of 500 rollouts was a Python dict tree first); an answer
+            # that does not parse this way takes the path below, which also words what is wrong with it.
+            return model.model_validate_json(response.content)
         try:
             return model.model_validate(response.json())
         except (ValueError, ValidationError) as exc:
