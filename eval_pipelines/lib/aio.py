@@ -28,13 +28,13 @@ def startup_objects_frozen() -> Iterator[None]:
     """Keep everything alive at the start (modules, schemas, catalogs) out of the cyclic collector's scans
     while the block runs. A full collection otherwise walks all of it and stalls the event loop for up to
     ~100 ms, which every in-flight rollout waits out. What the block allocates is collected as usual, and
-    the frozen objects are handed back to the collector at the end (nested or concurrent uses share one
-    freeze)."""
+    the frozen objects are handed back to the collector when the last block ends. A block that starts inside
+    another (a run on a server's loop) freezes what has come alive since, the modules a first run imports
+    among them."""
     global _freeze_depth
     with _freeze_lock:
         _freeze_depth += 1
-        if _freeze_depth == 1:
-            gc.freeze()
+        gc.freeze()
     try:
         yield
     finally:

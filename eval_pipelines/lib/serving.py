@@ -14,6 +14,8 @@ from typing import Any
 
 import uvicorn
 
+from eval_pipelines.lib.aio import startup_objects_frozen
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -61,7 +63,7 @@ class BackgroundServer:
     def start(self) -> BackgroundServer:
         if self._thread is not None:
             return self
-        self._thread = threading.Thread(target=self._server.run, name=f"uvicorn:{self.port}", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=f"uvicorn:{self.port}", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + self._startup_timeout
         while not self._server.started:
@@ -71,6 +73,11 @@ class BackgroundServer:
                 raise TimeoutError(f"server on {self.url} did not start within {self._startup_timeout}s")
             time.sleep(0.01)
         return self
+
+    def _serve(self) -> None:
+        # A sweep's rollouts run on this server's loop when it is the embedded service: see startup_objects_frozen.
+        with startup_objects_frozen():
+            self._server.run()
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._thread is None:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
+from eval_pipelines.lib.aio import startup_objects_frozen
 from eval_pipelines.lib.slots import SlotPool
 from eval_pipelines.schemas.artifacts import RunArtifacts, UnreadableArtifacts
 from eval_pipelines.schemas.limits import DEFAULT_MAX_ROLLOUTS_PER_RUN
@@ -373,7 +374,8 @@ class RunExecutor:
                 await job.run(rollout)
 
         try:
-            await asyncio.gather(*(drive() for _ in range(parallel)))
+            with startup_objects_frozen():
+                await asyncio.gather(*(drive() for _ in range(parallel)))
         finally:
             for task in background:
                 task.cancel()

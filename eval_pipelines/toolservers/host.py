@@ -18,6 +18,7 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from eval_pipelines.lib.aio import startup_objects_frozen
 from eval_pipelines.lib.confine import make_undumpable, scrubbed_environment
 from eval_pipelines.lib.http_pool import default_ssl_context
 from eval_pipelines.lib.serving import BackgroundServer
@@ -283,7 +284,8 @@ def _serve(fd: int, names: list[str], max_workspaces: int, parent_pid: int) -> N
         server.should_exit = True
 
     threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
-    server.run(sockets=[listener])
+    with startup_objects_frozen():  # the servers and their apps stay out of the collector's full scans
+        server.run(sockets=[listener])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,3 +38,15 @@ def test_an_exception_still_unfreezes() -> None:
     with pytest.raises(RuntimeError, match="boom"):
         aio.run(fail())
     assert gc.get_freeze_count() == before
+
+
+def test_a_block_inside_another_freezes_what_came_alive_since_until_the_outer_one_ends() -> None:
+    before = gc.get_freeze_count()
+    with aio.startup_objects_frozen():
+        outer = gc.get_freeze_count()
+        born_after = [[index] for index in range(1000)]  # containers: the collector tracks them
+        with aio.startup_objects_frozen():
+            assert gc.get_freeze_count() >= outer + len(born_after)
+        # A run on a server's loop ended; the server still serves, and what it froze stays frozen.
+        assert gc.get_freeze_count() >= outer + len(born_after)
+    assert gc.get_freeze_count() == before

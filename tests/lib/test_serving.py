@@ -1,7 +1,9 @@
-"""An in-process server leaves the host process's logging alone."""
+"""An in-process server leaves the host process's logging alone, and keeps start-up objects out of the
+collector's scans only while it serves."""
 
 from __future__ import annotations
 
+import gc
 import logging
 
 from fastapi import FastAPI
@@ -37,3 +39,10 @@ def test_a_background_server_does_not_reconfigure_the_process_logging() -> None:
         assert handler in root.handlers and "still heard" in handler.records
     finally:
         root.removeHandler(handler)
+
+
+def test_a_background_server_freezes_start_up_objects_while_it_serves() -> None:
+    before = gc.get_freeze_count()
+    with BackgroundServer(FastAPI()):
+        assert gc.get_freeze_count() > before
+    assert gc.get_freeze_count() == before

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import gc
 import os
 import signal
 import sqlite3
@@ -261,3 +262,25 @@ def test_a_worker_killed_mid_run_costs_only_its_rollouts(tmp_path: Path, slow_mo
     assert service.executor.resume(run_id) == len(lost)
     again = service.complete_run(run_id, request)
     assert (again.total, again.completed) == (10, 10)
+
+
+def test_a_run_s_rollouts_run_with_what_was_alive_at_its_start_out_of_the_collector_s_scans(
+    tmp_path: Path, slow_model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eval_pipelines.service.rollout_job import RolloutJob
+
+    service, request, run_id = _launch_spread(tmp_path, slow_model, tasks=1, name="frozen")
+    service.executor.workers = 1
+    frozen_while_running: list[int] = []
+    run_one = RolloutJob.run
+
+    async def spying(self: RolloutJob, rollout: Any) -> None:
+        frozen_while_running.append(gc.get_freeze_count())
+        await run_one(self, rollout)
+
+    monkeypatch.setattr(RolloutJob, "run", spying)
+    before = gc.get_freeze_count()
+    run = asyncio.run(service.executor.execute(run_id, request.model_config_, max_parallel=request.max_parallel))
+    assert run.completed == 2
+    # Frozen by the run itself (plain asyncio.run here; the model server's freeze was already in `before`).
+    assert len(frozen_while_running) == 2 and min(frozen_while_running) > before
