@@ -13,6 +13,12 @@ T = TypeVar("T")
 
 _freeze_lock = threading.Lock()
 _freeze_depth = 0
+#: Freezes made by blocks inside another since the outermost one began (see startup_objects_frozen).
+_nested_freezes = 0
+#: How many blocks inside another may freeze again before the outermost block ends: enough for what a process's
+#: first runs import, and a bound on what a server whose runs always overlap keeps from the collector (an object
+#: frozen while alive that later becomes cyclic garbage waits for the outermost block to end).
+MAX_NESTED_FREEZES = 4
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -30,11 +36,16 @@ def startup_objects_frozen() -> Iterator[None]:
     ~100 ms, which every in-flight rollout waits out. What the block allocates is collected as usual, and
     the frozen objects are handed back to the collector when the last block ends. A block that starts inside
     another (a run on a server's loop) freezes what has come alive since, the modules a first run imports
-    among them."""
-    global _freeze_depth
+    among them, up to `MAX_NESTED_FREEZES` times."""
+    global _freeze_depth, _nested_freezes
     with _freeze_lock:
         _freeze_depth += 1
-        gc.freeze()
+        if _freeze_depth == 1:
+            _nested_freezes = 0
+            gc.freeze()
+        elif _nested_freezes < MAX_NESTED_FREEZES:
+            _nested_freezes += 1
+            gc.freeze()
     try:
         yield
     finally:

@@ -50,3 +50,15 @@ def test_a_block_inside_another_freezes_what_came_alive_since_until_the_outer_on
         # A run on a server's loop ended; the server still serves, and what it froze stays frozen.
         assert gc.get_freeze_count() >= outer + len(born_after)
     assert gc.get_freeze_count() == before
+
+
+def test_blocks_inside_another_freeze_again_only_a_bounded_number_of_times() -> None:
+    with aio.startup_objects_frozen():
+        grew, kept = [], []
+        for _ in range(aio.MAX_NESTED_FREEZES + 2):
+            before = gc.get_freeze_count()
+            kept.append([[index] for index in range(100)])  # alive until the end: a freed one leaves the count
+            with aio.startup_objects_frozen():
+                grew.append(gc.get_freeze_count() >= before + 100)
+    # A server whose runs always overlap keeps only what the first few froze from the collector.
+    assert grew == [True] * aio.MAX_NESTED_FREEZES + [False, False]
