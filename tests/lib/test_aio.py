@@ -19,6 +19,7 @@ def test_runs_on_uvloop_when_installed() -> None:
     assert aio.run(loop_module()).startswith("uvloop")
 
 
+@pytest.mark.usefixtures("no_frozen_objects")
 def test_objects_are_frozen_only_while_the_run_lasts() -> None:
     before = gc.get_freeze_count()
 
@@ -29,6 +30,7 @@ def test_objects_are_frozen_only_while_the_run_lasts() -> None:
     assert gc.get_freeze_count() == before
 
 
+@pytest.mark.usefixtures("no_frozen_objects")
 def test_an_exception_still_unfreezes() -> None:
     before = gc.get_freeze_count()
 
@@ -40,6 +42,7 @@ def test_an_exception_still_unfreezes() -> None:
     assert gc.get_freeze_count() == before
 
 
+@pytest.mark.usefixtures("no_frozen_objects")
 def test_a_block_inside_another_freezes_what_came_alive_since_until_the_outer_one_ends() -> None:
     before = gc.get_freeze_count()
     with aio.startup_objects_frozen():
@@ -52,6 +55,7 @@ def test_a_block_inside_another_freezes_what_came_alive_since_until_the_outer_on
     assert gc.get_freeze_count() == before
 
 
+@pytest.mark.usefixtures("no_frozen_objects")
 def test_blocks_inside_another_freeze_again_only_a_bounded_number_of_times() -> None:
     with aio.startup_objects_frozen():
         grew, kept = [], []

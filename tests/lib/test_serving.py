@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 
+import pytest
 from fastapi import FastAPI
 
 from eval_pipelines.lib.serving import BackgroundServer
@@ -41,6 +42,7 @@ def test_a_background_server_does_not_reconfigure_the_process_logging() -> None:
         root.removeHandler(handler)
 
 
+@pytest.mark.usefixtures("no_frozen_objects")
 def test_a_background_server_freezes_start_up_objects_while_it_serves() -> None:
     before = gc.get_freeze_count()
     with BackgroundServer(FastAPI()):
