@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 
 import pytest
 
 from eval_pipelines.lib import aio
+from tests.support.collector import is_frozen
 
 
 def test_runs_on_uvloop_when_installed() -> None:
@@ -21,48 +21,47 @@ def test_runs_on_uvloop_when_installed() -> None:
 
 @pytest.mark.usefixtures("no_frozen_objects")
 def test_objects_are_frozen_only_while_the_run_lasts() -> None:
-    before = gc.get_freeze_count()
+    alive_at_start = [["start-up"]]
 
-    async def frozen_during() -> int:
-        return gc.get_freeze_count()
+    async def frozen_during() -> bool:
+        return is_frozen(alive_at_start)
 
-    assert aio.run(frozen_during()) > before
-    assert gc.get_freeze_count() == before
+    assert aio.run(frozen_during())
+    assert not is_frozen(alive_at_start)
 
 
 @pytest.mark.usefixtures("no_frozen_objects")
 def test_an_exception_still_unfreezes() -> None:
-    before = gc.get_freeze_count()
+    alive_at_start = [["start-up"]]
 
     async def fail() -> None:
+        assert is_frozen(alive_at_start)
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError, match="boom"):
         aio.run(fail())
-    assert gc.get_freeze_count() == before
+    assert not is_frozen(alive_at_start)
 
 
 @pytest.mark.usefixtures("no_frozen_objects")
 def test_a_block_inside_another_freezes_what_came_alive_since_until_the_outer_one_ends() -> None:
-    before = gc.get_freeze_count()
     with aio.startup_objects_frozen():
-        outer = gc.get_freeze_count()
-        born_after = [[index] for index in range(1000)]  # containers: the collector tracks them
+        born_after = [["after the outer block began"]]
+        assert not is_frozen(born_after)
         with aio.startup_objects_frozen():
-            assert gc.get_freeze_count() >= outer + len(born_after)
+            assert is_frozen(born_after)
         # A run on a server's loop ended; the server still serves, and what it froze stays frozen.
-        assert gc.get_freeze_count() >= outer + len(born_after)
-    assert gc.get_freeze_count() == before
+        assert is_frozen(born_after)
+    assert not is_frozen(born_after)
 
 
 @pytest.mark.usefixtures("no_frozen_objects")
 def test_blocks_inside_another_freeze_again_only_a_bounded_number_of_times() -> None:
     with aio.startup_objects_frozen():
-        grew, kept = [], []
+        frozen_by_block = []
         for _ in range(aio.MAX_NESTED_FREEZES + 2):
-            before = gc.get_freeze_count()
-            kept.append([[index] for index in range(100)])  # alive until the end: a freed one leaves the count
+            born = [["before this block"]]
             with aio.startup_objects_frozen():
-                grew.append(gc.get_freeze_count() >= before + 100)
+                frozen_by_block.append(is_frozen(born))
     # A server whose runs always overlap keeps only what the first few froze from the collector.
-    assert grew == [True] * aio.MAX_NESTED_FREEZES + [False, False]
+    assert frozen_by_block == [True] * aio.MAX_NESTED_FREEZES + [False, False]
