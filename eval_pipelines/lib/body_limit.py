@@ -54,10 +54,12 @@ class BodyLimit:
                 return
             if not message.get("more_body"):
                 break
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+        await self.app(scope, replay_body(b"".join(chunks), receive), send)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the application `body`, already read, as the whole request, then defers to
+    `receive` (a disconnect, say)."""
     sent = False
 
     async def replayed() -> Message:

@@ -22,9 +22,9 @@ import pydantic_core
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
-from eval_pipelines.lib.body_limit import BodyLimit
+from eval_pipelines.lib.body_limit import BodyLimit, replay_body
 from eval_pipelines.schemas._base import StrictModel
 from eval_pipelines.schemas.limits import MAX_TOOL_SERVER_REQUEST_BYTES
 from eval_pipelines.schemas.tools import DiffScope, StepRequest
@@ -415,13 +415,13 @@ class ToolServerApp:
                     return receive
                 created = _json_body(scope, body, CreateWorkspaceRequest) if body else None
                 if created is False:
-                    return _replay(body, receive)
+                    return replay_body(body, receive)
                 await _send_json(send, 201, _created(self.store, created))
             elif action == "/step" and method == "POST":
                 body = await _read_body(receive)
                 step = None if body is None else _json_body(scope, body, StepRequest)
                 if not isinstance(step, StepRequest):
-                    return receive if body is None else _replay(body, receive)
+                    return receive if body is None else replay_body(body, receive)
                 await _send_json(send, 200, await self.store.astep(_workspace_or_404(self.store, workspace_id), step))
             elif action == "/snapshot" and method == "GET":
                 text = _SNAPSHOT_QUERIES.get(scope.get("query_string", b""))
@@ -463,19 +463,6 @@ async def _read_body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body"):
             return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
 
 
 async def _send_json(send: Send, status: int, content: Any) -> None:
