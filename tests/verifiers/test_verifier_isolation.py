@@ -4,8 +4,10 @@ the next verifier of the same batch still runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -204,66 +206,68 @@ def _counting_batches(pool: VerifierPool, folder: Path) -> list[int]:
     return sizes
 
 
-async def test_verifications_that_arrive_while_the_worker_is_busy_go_to_it_as_one_batch(
-    make_package: PackageFactory,
-) -> None:
+@dataclass
+class BusyPool:
+    pool: VerifierPool
+    folder: Path
+    #: The size of every batch sent to the package's worker; the first is the slow rollout's alone.
+    sizes: list[int]
+    slow: asyncio.Future[list[VerifierOutcome]]
+
+
+@contextlib.asynccontextmanager
+async def _busy_pool(make_package: PackageFactory) -> AsyncIterator[BusyPool]:
+    """A warm pool whose worker is busy with the rollout named `slow` for a second: what is verified meanwhile
+    waits for it."""
     folder = make_package(GATED)
     pool = VerifierPool(timeout_seconds=30)
     try:
         pool.warm(folder)
         sizes = _counting_batches(pool, folder)
         slow = asyncio.ensure_future(pool.verify(folder, ["gated"], _artifacts("slow")))
-        while not sizes:  # the slow one holds the worker before the others arrive
+        while not sizes:  # the slow one holds the worker before anything else arrives
             await asyncio.sleep(0.01)
-        rest = await asyncio.gather(*(pool.verify(folder, ["gated"], _artifacts(f"r-{i}")) for i in range(12)))
-        assert [o.message for o in await slow] == ["seen: slow"]
-        # Each rollout gets its own verdict, in its own order, from one round trip for all twelve.
-        assert [[o.message for o in outcomes] for outcomes in rest] == [[f"seen: r-{i}"] for i in range(12)]
-        assert sizes == [1, 12]
+        yield BusyPool(pool, folder, sizes, slow)
     finally:
         pool.close()
+
+
+async def test_verifications_that_arrive_while_the_worker_is_busy_go_to_it_as_one_batch(
+    make_package: PackageFactory,
+) -> None:
+    async with _busy_pool(make_package) as busy:
+        verify = busy.pool.verify
+        rest = await asyncio.gather(*(verify(busy.folder, ["gated"], _artifacts(f"r-{i}")) for i in range(12)))
+        assert [o.message for o in await busy.slow] == ["seen: slow"]
+        # Each rollout gets its own verdict, in its own order, from one round trip for all twelve.
+        assert [[o.message for o in outcomes] for outcomes in rest] == [[f"seen: r-{i}"] for i in range(12)]
+        assert busy.sizes == [1, 12]
 
 
 async def test_a_crash_in_a_batch_costs_only_that_rollouts_verdict_however_often_it_happens(
     make_package: PackageFactory,
 ) -> None:
-    folder = make_package(GATED)
-    pool = VerifierPool(timeout_seconds=30)
-    try:
-        pool.warm(folder)
-        sizes = _counting_batches(pool, folder)
-        slow = asyncio.ensure_future(pool.verify(folder, ["gated"], _artifacts("slow")))
-        while not sizes:
-            await asyncio.sleep(0.01)
-        verdicts = await asyncio.gather(*(pool.verify(folder, ["dies_on_odd"], _artifacts(f"r-{i}")) for i in range(8)))
-        await slow
-        assert sizes == [1, 8]  # four crashes in one batch, and no verdict skipped for them
+    async with _busy_pool(make_package) as busy:
+        verify = busy.pool.verify
+        verdicts = await asyncio.gather(*(verify(busy.folder, ["dies_on_odd"], _artifacts(f"r-{i}")) for i in range(8)))
+        await busy.slow
+        assert busy.sizes == [1, 8]  # four crashes in one batch, and no verdict skipped for them
         for i, [outcome] in enumerate(verdicts):
             if i % 2:
                 assert outcome.is_error and outcome.message == "Verifier process exited with code 7"
             else:
                 assert outcome.success and outcome.message == "even"
-    finally:
-        pool.close()
 
 
 async def test_a_verification_whose_caller_stopped_waiting_is_dropped_and_the_rest_go_on(
     make_package: PackageFactory,
 ) -> None:
-    folder = make_package(GATED)
-    pool = VerifierPool(timeout_seconds=30)
-    try:
-        pool.warm(folder)
-        sizes = _counting_batches(pool, folder)
-        slow = asyncio.ensure_future(pool.verify(folder, ["gated"], _artifacts("slow")))
-        while not sizes:
-            await asyncio.sleep(0.01)
-        waiting = [asyncio.ensure_future(pool.verify(folder, ["gated"], _artifacts(f"r-{i}"))) for i in range(3)]
+    async with _busy_pool(make_package) as busy:
+        verify = busy.pool.verify
+        waiting = [asyncio.ensure_future(verify(busy.folder, ["gated"], _artifacts(f"r-{i}"))) for i in range(3)]
         await asyncio.sleep(0.05)
         waiting[1].cancel()
-        await slow
+        await busy.slow
         assert [o.message for o in await waiting[0]] == ["seen: r-0"]
         assert [o.message for o in await waiting[2]] == ["seen: r-2"]
-        assert waiting[1].cancelled() and sizes == [1, 2]
-    finally:
-        pool.close()
+        assert waiting[1].cancelled() and busy.sizes == [1, 2]
