@@ -123,3 +123,13 @@ async def test_a_body_over_the_limit_is_refused_before_it_is_read() -> None:
         assert response.status_code == 413
         assert response.json() == {"detail": f"request body larger than {MAX_TOOL_SERVER_REQUEST_BYTES} bytes"}
         assert (await client.get("/workspaces/w/snapshot")).status_code == 404
+
+
+async def test_a_body_nested_past_any_parser_s_depth_is_a_400_with_detail() -> None:
+    transport = httpx.ASGITransport(app=create_app(EmailServer()), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://tool.test") as client:
+        assert (await client.post("/workspaces", json={"workspace_id": "w"})).status_code == 201
+        nested = b'{"action": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        response = await client.post("/workspaces/w/step", content=nested, headers=JSON)
+        assert response.status_code == 400 and response.json()["detail"]
+        assert (await client.get("/workspaces/w/snapshot?text=false")).json()["state"]["emails"] == {}
