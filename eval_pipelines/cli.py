@@ -298,7 +298,9 @@ def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_id: str) -> None:
     from eval_pipelines.reports.viewer.links import rollouts_link
 
     table = Table(title=f"Pass rates: sweep {sweep_id}", caption="errors: rollouts that say nothing about the model")
-    columns = ("scenario", "model", "tasks", "n", "passes", "pass rate", "95% CI", "errors", "variance", "std")
+    columns = (
+        "scenario", "model", "tasks", "n", "passes", "pass rate", "95% CI", "errors", "variance", "std", "$/rollout"
+    )  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column in ("scenario", "model") else "right")
     for row in rows:
@@ -317,12 +319,20 @@ def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_id: str) -> None:
             f"[red]{errors}[/]" if n_errors else errors,
             _rate(row["variance"]),
             _rate(row["std"]),
+            _cost(row.get("cost_per_rollout_usd")),
         )
     console = Console(width=150)
     console.print(table)
     if rows:
         # rich would wrap a long URL mid-way; a terminal links it whole
         print(f"every rollout, with transcripts and state diffs: eval-pipelines view, then {rollouts_link(sweep_id)}")
+
+
+def _cost(value: float | None) -> str:
+    """A NULL cost (no model price known) is unknown, never $0, which would read as free."""
+    from eval_pipelines.reports.data import UNKNOWN_COST
+
+    return UNKNOWN_COST if value is None else f"{value:.4f}"
 
 
 def _rate(value: float | None) -> str:

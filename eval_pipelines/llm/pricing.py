@@ -3,14 +3,20 @@
 THE TABLE IS AN ESTIMATE. It holds list prices (USD per million tokens, input/output) of a few well-known
 models as publicly listed at the time of writing; providers change them, discount batch/cached tokens and
 bill reasoning tokens differently. It feeds `estimated_cost_usd` in rollout results for comparing runs, not
-for billing. Unknown models and the offline simulated models cost 0.0.
+for billing. The offline simulated models cost 0.0; a model the table does not know has an unknown cost (None),
+never 0.0, which would read as free. A sweep's cost ceiling (`max_cost_usd`) counts only known costs, so each
+unknown model is logged once as a warning.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 
 from eval_pipelines.schemas.sweep import is_simulated_model
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -73,11 +79,31 @@ def price_for(model: str) -> ModelPrice | None:
     return None
 
 
-def estimate_cost_usd(model: str, prompt_tokens: int, completion_tokens: int) -> float:
-    """Estimated USD cost of one call or a rollout's totals; 0.0 for unknown and simulated models."""
+_unpriced_models_warned: set[str] = set()
+_unpriced_lock = threading.Lock()
+
+
+def _warn_unpriced_once(model: str) -> None:
+    with _unpriced_lock:
+        if model in _unpriced_models_warned:
+            return
+        _unpriced_models_warned.add(model)
+    logger.warning(
+        "no price is known for model %r: its cost is shown as unknown, and a cost ceiling (max_cost_usd) "
+        "counts only the calls whose price is known",
+        model,
+    )
+
+
+def estimate_cost_usd(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """Estimated USD cost of one call or a rollout's totals: 0.0 for the simulated models, None (unknown) for a
+    model without a price."""
     if prompt_tokens < 0 or completion_tokens < 0:
         raise ValueError("token counts must not be negative")
+    if is_simulated_model(model):
+        return 0.0
     price = price_for(model)
     if price is None:
-        return 0.0
+        _warn_unpriced_once(model)
+        return None
     return (prompt_tokens * price.input_per_million + completion_tokens * price.output_per_million) / 1_000_000

@@ -27,6 +27,10 @@ class ReportError(Exception):
     """The catalog cannot give a report: it is missing, has no rollouts, or lacks the requested sweep."""
 
 
+#: How every table shows a NULL cost: a model without a known price, never 0, which would read as free.
+UNKNOWN_COST = "unknown"
+
+
 def model_label(model_name: str, is_simulated: bool | None) -> str:
     """How a model is named in every chart and table: simulated models never pass for real ones."""
     return f"{model_name}{SIMULATED_SUFFIX}" if is_simulated else model_name

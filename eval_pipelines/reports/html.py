@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eval_pipelines.pipeline.summary import markdown_table
-from eval_pipelines.reports.data import ReportData, model_label
+from eval_pipelines.reports.data import UNKNOWN_COST, ReportData, model_label
 from eval_pipelines.reports.viewer.links import rollouts_link
 from eval_pipelines.warehouse.metrics import METHODS
 
@@ -52,7 +52,7 @@ def _interval(low: Any, high: Any, digits: int = 3) -> str:
 
 
 def _usd(value: Any) -> str:
-    return "-" if value is None else f"{value:.4f}"
+    return UNKNOWN_COST if value is None else f"{value:.4f}"
 
 
 def _table(

@@ -235,7 +235,8 @@ class TokenUsage(WireModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
-    cost_usd: float = 0.0
+    #: None when any call's model has no known price: a partial sum would read as the whole cost.
+    cost_usd: float | None = 0.0
     llm_calls: int = 0
 
     def add(self, other: TokenUsage) -> TokenUsage:
@@ -243,7 +244,7 @@ class TokenUsage(WireModel):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
-            cost_usd=self.cost_usd + other.cost_usd,
+            cost_usd=None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd,
             llm_calls=self.llm_calls + other.llm_calls,
         )
 
@@ -266,7 +267,8 @@ class RolloutResult(WireModel):
     partial_credit: float = 0.0
     steps_taken: int = 0
     duration_seconds: float = 0.0
-    estimated_cost_usd: float = 0.0
+    #: None (unknown) when a model the rollout called has no known price; never 0.0 for unknown.
+    estimated_cost_usd: float | None = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0

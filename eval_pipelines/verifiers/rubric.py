@@ -139,7 +139,8 @@ class JudgeOutcome(BaseModel):
     rubric_source: RubricSource
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float = 0.0
+    #: None when the judge model has no known price.
+    cost_usd: float | None = 0.0
     #: The start of the model's reply, for debugging a parse error.
     reply_excerpt: str = ""
 

@@ -302,7 +302,7 @@ from classified
         ("reward", "1.0 passed, 0.0 failed; NULL for an error or an unscored rollout."),
         ("partial_credit", "passed_verifiers / n_verifiers (0.0 for an agent that did not finish; NULL as reward)."),
         ("total_tokens", "Prompt plus completion tokens (from `rollouts`)."),
-        ("cost_usd", "Estimated cost in USD (from `rollouts`)."),
+        ("cost_usd", "Estimated cost in USD (from `rollouts`); NULL when a model's price is unknown."),
         ("duration_seconds", "Wall-clock duration of the rollout (from `rollouts`)."),
     ),
     key=("rollout_id",),
@@ -389,7 +389,7 @@ _COST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tokens_per_rollout", "Mean total_tokens over the rollouts that report it."),
     ("cost_per_rollout_usd", "Mean cost_usd over the rollouts that report it."),
     ("seconds_per_rollout", "Mean duration_seconds (latency) over the rollouts that report it."),
-    ("total_cost_usd", "Sum of cost_usd over all rollouts."),
+    ("total_cost_usd", "Sum of cost_usd over the rollouts that report it (NULL, unknown, when none does)."),
 )
 
 
@@ -426,7 +426,7 @@ def _cost_select(source: str) -> str:
     {source}tokens_sum / nullif({source}n_with_tokens, 0) as tokens_per_rollout,
     {source}cost_usd_sum / nullif({source}n_with_cost, 0) as cost_per_rollout_usd,
     {source}duration_seconds_sum / nullif({source}n_with_duration, 0) as seconds_per_rollout,
-    {source}cost_usd_sum as total_cost_usd"""
+    case when {source}n_with_cost > 0 then {source}cost_usd_sum end as total_cost_usd"""
 
 
 TASK_PASS_RATES = MetricView(

@@ -104,7 +104,7 @@ def test_cost_estimates() -> None:
     assert estimate_cost_usd("gpt-4o-2024-08-06", 1_000_000, 0) == pytest.approx(2.5)  # longest prefix wins
     assert estimate_cost_usd("openai/gpt-4.1-mini", 0, 1_000_000) == pytest.approx(1.6)
     assert estimate_cost_usd("anthropic/claude-3.5-sonnet", 1000, 1000) == pytest.approx(0.018)
-    assert estimate_cost_usd("my-local-llama", 10_000, 10_000) == 0.0
+    assert estimate_cost_usd("my-local-llama", 10_000, 10_000) is None  # unknown, not free
     for model in ("sim-oracle", "sim-noisy", "sim-noop"):
         assert is_simulated_model(model) and price_for(model) is None
         assert estimate_cost_usd(model, 10_000, 10_000) == 0.0

@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from eval_pipelines.reports.data import ReportError
+from eval_pipelines.reports.data import UNKNOWN_COST, ReportError
 from eval_pipelines.reports.viewer.queries import (
     DEFAULT_PER_PAGE,
     ERROR_CLASSES,
@@ -72,7 +72,7 @@ def _interval(low: float | None, high: float | None) -> str:
 
 
 def _usd(value: float | None) -> str:
-    return "-" if value is None else f"${value:.4f}"
+    return UNKNOWN_COST if value is None else f"${value:.4f}"
 
 
 def _seconds(value: float | None) -> str:
