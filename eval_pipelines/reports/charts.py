@@ -35,6 +35,8 @@ _LINEAR_K_MAX = 16
 _SCENARIO_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: Heatmap cells get their "c/n" text only while there is room for it.
 _ANNOTATE_MAX_CELLS = 400
+#: Text that marks a pair or task whose rollouts all errored (no pass rate, which is not a pass rate of 0).
+_ERROR_COLOR = "firebrick"
 
 
 def figure_png(figure: Figure) -> bytes:
@@ -90,11 +92,17 @@ def pass_rate_figure(sweep_id: str, groups: Sequence[Mapping[str, Any]], labels:
             xs + width * 0.15, ys, yerr=boot_err, fmt="none", ecolor="dimgray", elinewidth=1.4, capsize=3,
             linestyle="--", label="95% CI: task bootstrap" if j == 0 else None,
         )  # fmt: skip
-        for x, y in zip(xs, ys, strict=True):
+        for x, y, row in zip(xs, ys, rows, strict=True):
             if not math.isnan(y):
                 # Inside a bar tall enough to hold it, otherwise just above the axis in dark text.
                 color = "white" if y >= 0.08 else "black"
                 axes.text(x, 0.01, f"{y:.2f}", ha="center", va="bottom", fontsize=7, color=color, weight="bold")
+            elif row is not None and row.get("n_errors"):
+                # No bar is not a zero: every rollout of this pair errored, so it has no pass rate at all.
+                axes.text(
+                    x, 0.01, f"{row['n_errors']} errors, no pass rate", ha="center", va="bottom", fontsize=7,
+                    color=_ERROR_COLOR, rotation=90, weight="bold",
+                )  # fmt: skip
     axes.set_xticks(range(len(scenarios)), scenarios)
     axes.set_ylim(0, 1.08)
     axes.set_ylabel("pass rate (scored rollouts)")
@@ -124,9 +132,13 @@ def pass_hat_k_figure(data: ReportData) -> Figure:
     excluded = False
     for index, scenario in enumerate(scenarios):
         axes: Axes = figure.add_subplot(rows, cols, index + 1)
+        all_errors: list[str] = []
         for model in labels:
-            points = [r for r in data.pass_at_k if r["scenario_id"] == scenario and r["model_name"] == model]
+            mine = [r for r in data.pass_at_k if r["scenario_id"] == scenario and r["model_name"] == model]
+            # A pair whose rollouts all errored has one row with a NULL k: there is no curve to draw.
+            points = [r for r in mine if r["k"] is not None]
             if not points:
+                all_errors += [labels[model] for r in mine if r.get("n_errors")][:1]
                 continue
             excluded = excluded or any(r["n_tasks_excluded"] for r in points)
             ks = [r["k"] for r in points]
@@ -137,7 +149,12 @@ def pass_hat_k_figure(data: ReportData) -> Figure:
         axes.set_xlabel("k (attempts)")
         axes.set_ylabel("mean over tasks")
         axes.set_ylim(-0.02, 1.02)
-        max_k = max((r["k"] for r in data.pass_at_k if r["scenario_id"] == scenario), default=1)
+        if all_errors:
+            axes.text(
+                0.5, 0.97, "all rollouts errored, no pass^k: " + ", ".join(all_errors), transform=axes.transAxes,
+                ha="center", va="top", fontsize=8, color=_ERROR_COLOR,
+            )  # fmt: skip
+        max_k = max((r["k"] for r in data.pass_at_k if r["scenario_id"] == scenario and r["k"] is not None), default=1)
         if max_k > _LINEAR_K_MAX:
             # With hundreds of rollouts per task the curves change within the first few k; a log axis shows them.
             axes.set_xscale("log")
@@ -227,6 +244,8 @@ def task_heatmap_figure(data: ReportData) -> Figure:
                     rate = row["passes"] / row["n"]
                     color = "white" if rate < 0.2 or rate > 0.8 else "black"
                     axes.text(j, i, f"{row['passes']}/{row['n']}", ha="center", va="center", fontsize=7, color=color)
+                elif row is not None and row.get("n_errors"):
+                    axes.text(j, i, f"{row['n_errors']} err", ha="center", va="center", fontsize=7, color=_ERROR_COLOR)
     figure.colorbar(image, ax=axes, label="pass rate", fraction=0.05)
-    axes.set_title(f"Pass rate per task (sweep {data.sweep_id}); cells: passes/scored")
+    axes.set_title(f"Pass rate per task (sweep {data.sweep_id}); cells: passes/scored, or errors where none scored")
     return figure

@@ -45,6 +45,16 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+#: Where a pass rate stands for a pair or task whose rollouts all errored: it has none, which is not 0.
+ALL_ERRORED = "none: all errored"
+
+
+def _pass_rate(row: Mapping[str, Any], column: str = "pass_rate") -> str:
+    if row.get(column) is None and not row.get("n") and row.get("n_errors"):
+        return ALL_ERRORED
+    return _fmt(row.get(column))
+
+
 def _interval(low: Any, high: Any, digits: int = 3) -> str:
     if low is None or high is None:
         return "-"
@@ -94,7 +104,7 @@ def _group_rows(data: ReportData) -> list[list[str]]:
             _fmt(row["n"]),
             _fmt(row["n_unscored"]),
             _errors(row),
-            _fmt(row["pass_rate"]),
+            _pass_rate(row),
             _fmt(row["clustered_se"]),
             _interval(row["ci_t_low"], row["ci_t_high"]),
             _interval(row["ci_boot_low"], row["ci_boot_high"]),
@@ -142,7 +152,7 @@ def _model_rows(data: ReportData) -> list[list[str]]:
             _fmt(row["n_scenarios"]),
             _fmt(row["n_tasks"]),
             _fmt(row["n"]),
-            _fmt(row["pass_rate"]),
+            _pass_rate(row),
             _interval(row["ci_t_low"], row["ci_t_high"]),
             _interval(row["ci_boot_low"], row["ci_boot_high"]),
             _usd(row["total_cost_usd"]),
@@ -171,12 +181,16 @@ def _comparison_rows(data: ReportData) -> list[list[str]]:
 
 def _pass_hat_k_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
     labels = data.model_labels
-    max_k = min(TABLE_MAX_K, max((r["k"] for r in data.pass_at_k), default=0))
+    # An all-errored pair has one row with a NULL k.
+    max_k = min(TABLE_MAX_K, max((r["k"] for r in data.pass_at_k if r["k"] is not None), default=0))
     by_key = {(r["scenario_id"], r["model_name"], r["k"]): r for r in data.pass_at_k}
     headers = ["scenario", "model", *(f"pass^{k}" for k in range(1, max_k + 1))]
     rows = []
     for group in data.groups:
         cells = [group["scenario_id"], labels[group["model_name"]]]
+        if group["pass_rate"] is None and not group["n"] and group.get("n_errors"):
+            rows.append(cells + [ALL_ERRORED] * max_k)
+            continue
         for k in range(1, max_k + 1):
             point = by_key.get((group["scenario_id"], group["model_name"], k))
             cells.append("-" if point is None else _fmt(point["pass_hat_k"]))
@@ -310,7 +324,7 @@ def pass_rate_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             "tasks": row["n_tasks"],
             "n": row["n"],
             "errors": _errors(row),
-            "pass rate": _fmt(row["pass_rate"]),
+            "pass rate": _pass_rate(row),
             "95% CI (t, clustered)": _interval(row["ci_t_low"], row["ci_t_high"]),
             "95% CI (bootstrap)": _interval(row["ci_boot_low"], row["ci_boot_high"]),
             "cost / rollout (USD)": _usd(row["cost_per_rollout_usd"]),
