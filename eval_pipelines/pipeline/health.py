@@ -56,11 +56,37 @@ class ErrorShare:
         )
 
 
+#: Where an error's reason is stored: a rollout that failed has it in `rollouts.error`; one that completed and is an
+#: error all the same (an NPC model that failed, a verifier that gave no verdict) only in its final attempt's message,
+#: and a verifier error the pipeline's own verification found only in that verdict's message.
 _SWEEP_ERRORS_SQL = """
-with finished as (
-    select s.model_name, s.scenario_id, s.outcome, s.error_class, r.error, r.completed_at
+with broken_verdicts as (
+    select rollout_id, arg_min(verifier || ': ' || coalesce(message, 'no message'), verifier) as reason
+    from verifications_latest
+    where kind = 'programmatic' and coalesce(is_error, false)
+    group by rollout_id
+),
+final_attempts as (
+    select rollout_id, any_value(message) as reason
+    from rollout_attempts
+    where is_final
+    group by rollout_id
+),
+finished as (
+    select
+        s.model_name,
+        s.scenario_id,
+        s.outcome,
+        s.error_class,
+        case
+            when s.error_class = 'verifier' then coalesce(v.reason, a.reason)
+            else coalesce(r.error, a.reason)
+        end as error,
+        r.completed_at
     from rollout_scores as s
     join rollouts as r using (rollout_id)
+    left join broken_verdicts as v using (rollout_id)
+    left join final_attempts as a using (rollout_id)
     where s.sweep_id = ? and s.status not in ('pending', 'running')
 ),
 classes as (
@@ -68,7 +94,7 @@ classes as (
         model_name,
         scenario_id,
         error_class,
-        arg_min(error, completed_at) as sample_reason,
+        arg_min(error, completed_at) filter (where error is not null) as sample_reason,
         row_number() over (partition by model_name, scenario_id order by count(*) desc, error_class) as rank
     from finished
     where outcome = 'error'
@@ -126,8 +152,19 @@ def partition_error_share(
     if not finished:
         return None
     no_verdict = _rollouts_without_verdict(verification_files)
+    final_messages = {
+        row["rollout_id"]: row["message"]
+        for row in warehouse.partition_rows(
+            "rollout_attempts",
+            model_key=model_key,
+            scenario_key=scenario_key,
+            columns=("rollout_id", "is_final", "message"),
+            sweep_id=sweep_id,
+        )
+        if row["is_final"]
+    }
     counts: dict[str, int] = {}
-    samples: dict[str, str | None] = {}
+    samples: dict[str, str] = {}
     for row in finished:
         error_class = row["error_class"]
         if error_class == ErrorClass.VERIFIER.value or row["rollout_id"] in no_verdict:
@@ -135,7 +172,10 @@ def partition_error_share(
         if error_class is None:
             continue
         counts[error_class] = counts.get(error_class, 0) + 1
-        samples.setdefault(error_class, row["error"])
+        # As `_SWEEP_ERRORS_SQL` finds it: the verdict's message, the rollout's error, its final attempt's message.
+        stored = no_verdict.get(row["rollout_id"]) or row["error"] or final_messages.get(row["rollout_id"])
+        if stored and error_class not in samples:
+            samples[error_class] = stored
     top = min(counts, key=lambda c: (-counts[c], c)) if counts else None
     return ErrorShare(
         model_name=finished[0]["model_name"],
@@ -147,12 +187,14 @@ def partition_error_share(
     )
 
 
-def _rollouts_without_verdict(files: Sequence[Path]) -> set[str]:
-    broken: set[str] = set()
+def _rollouts_without_verdict(files: Sequence[Path]) -> dict[str, str]:
+    """Rollouts some verifier gave no verdict on, each with the first such verifier's message."""
+    broken: dict[str, str] = {}
     for path in files:
         if "is_error" not in pq.read_schema(path).names:
             continue
-        table = pq.read_table(path, columns=["rollout_id", "is_error"])
-        ids, errors = table.column("rollout_id").to_pylist(), table.column("is_error").to_pylist()
-        broken.update(rid for rid, is_error in zip(ids, errors, strict=True) if is_error)
+        rows = pq.read_table(path, columns=["rollout_id", "verifier", "is_error", "message"]).to_pylist()
+        for row in sorted(rows, key=lambda r: r["verifier"]):
+            if row["is_error"]:
+                broken.setdefault(row["rollout_id"], f"{row['verifier']}: {row['message'] or 'no message'}")
     return broken
