@@ -19,6 +19,13 @@ verifier can change no file outside the dir, and, even as root, cannot read the 
 processes that hold keys (they mark themselves non-dumpable). It may still read files and use the network. On a
 kernel without Landlock the write confinement is missing; the other limits hold.
 
+The worker and every process it starts are one group (`lib/proc_group.py`): a cgroup of its own where this process
+may make one, capped at `VERIFIER_MAX_TASKS`, so a fork bomb meets a failed fork in its own verdict rather than a
+full machine. After each verdict the worker (a child subreaper, so detached descendants stay its own) kills whatever
+the verifier left running, and that verdict becomes an error; a timeout or `close()` kills the whole group. A worker
+whose parent died exits at once and quietly, taking its descendants with it. Without a cgroup the group is the
+worker's process tree and the cap is RLIMIT_NPROC, which the kernel does not enforce for real root.
+
 `run_in_process` remains for tests and tools that verify trusted code: no process boundary, no containment.
 """
 
@@ -43,7 +50,15 @@ from types import TracebackType
 from typing import Any, TypeGuard
 
 from eval_pipelines.lib.confine import drop_capabilities, restrict_writes_to
+from eval_pipelines.lib.proc_group import (
+    ProcessGroup,
+    become_subreaper,
+    cap_user_tasks,
+    exit_when_orphaned,
+    kill_descendants,
+)
 from eval_pipelines.schemas.artifacts import RunArtifacts, UnreadableArtifacts, read_artifacts_file
+from eval_pipelines.schemas.limits import VERIFIER_MAX_TASKS
 from eval_pipelines.schemas.runs import DEFAULT_VERIFIER_TIMEOUT_SECONDS
 from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome
 from eval_pipelines.verifiers.loader import load_verifier_package, verifier_version
@@ -57,6 +72,8 @@ DEFAULT_MAX_WORKER_FAILURES = 3
 _STOP_GRACE_SECONDS = 2.0
 #: The only environment variables a worker gets (locale, temp dir, search path); secrets stay behind.
 _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
+#: Where the workers' cgroups are made, beneath this process's own.
+_CGROUP_FAMILY = "eval-pipelines-verifiers"
 
 #: The artifacts object, its JSON-ready dict, its stored bytes (compressed or plain JSON), or the path of its trace
 #: file; or why that file could not be read.
@@ -124,9 +141,11 @@ def _preload(source: VerifierSource, verifiers_dir: Path) -> None:
                 source.get(path.stem)
 
 
-def _confine_worker() -> None:
+def _confine_worker(group_capped: bool) -> None:
     """Cap memory, move into a private temp dir, and confine writes to it (Landlock): from here on the worker
-    can change nothing outside that dir, nor read the memory or environment of the processes that hold keys."""
+    can change nothing outside that dir (its cgroup's files included), nor read the memory or environment of the
+    processes that hold keys. `group_capped`: the parent put it in a cgroup that caps its tasks; if not, the
+    worker caps its user's instead."""
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (VERIFIER_MEMORY_LIMIT_BYTES, VERIFIER_MEMORY_LIMIT_BYTES))
     workdir = tempfile.mkdtemp(prefix="verifier-")
@@ -135,6 +154,8 @@ def _confine_worker() -> None:
     os.chdir(workdir)
     restrict_writes_to([Path(workdir)], writable_files=[Path(os.devnull)])
     drop_capabilities()
+    if not group_capped:
+        cap_user_tasks(VERIFIER_MAX_TASKS)
 
 
 def _failed(module: str, version: str, message: str) -> VerifierOutcome:
@@ -173,6 +194,22 @@ def _verify_guarded(source: VerifierSource, module: str, artifacts: RunArtifacts
         return _failed(module, source.get(module).version, f"Verifier error: {type(exc).__name__}: {exc}")
 
 
+def _contained_verdict(source: VerifierSource, module: str, artifacts: RunArtifacts, worker: int) -> VerifierOutcome:
+    """One verdict, after which nothing the verifier started is left running: what is left is killed and costs the
+    verdict. `worker`: the worker's pid; a process the verifier forked that returns here ends quietly instead of
+    going on as a second worker on the same channel."""
+    outcome = _verify_guarded(source, module, artifacts)
+    if os.getpid() != worker:
+        os._exit(0)
+    left = kill_descendants()
+    if not left:
+        return outcome
+    what = f"left {left} process{'es' if left > 1 else ''} running after its verdict (killed)"
+    if outcome.is_error:
+        return outcome.model_copy(update={"message": f"{outcome.message}; it also {what}"})
+    return _failed(module, outcome.verifier_version, f"Verifier error: it {what}")
+
+
 def _send_outcome(conn: multiprocessing.connection.Connection, message: tuple[Any, ...]) -> None:
     try:
         conn.send(message)
@@ -184,13 +221,16 @@ def _send_outcome(conn: multiprocessing.connection.Connection, message: tuple[An
         conn.send((kind, job_index, position, safe))
 
 
-def _worker_main(conn: multiprocessing.connection.Connection, spec: VerifierSourceSpec) -> None:
+def _worker_main(conn: multiprocessing.connection.Connection, spec: VerifierSourceSpec, group_capped: bool) -> None:
     # The parent owns interruption: Ctrl-C there must not leave half-reported batches here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    worker = os.getpid()
     try:
         source = spec.open()
         _preload(source, spec.verifiers_dir)
-        _confine_worker()
+        # What a module started on import is not any verdict's doing: it goes now, unblamed.
+        kill_descendants()
+        _confine_worker(group_capped)
     except Exception as exc:
         conn.send(("load_error", f"{type(exc).__name__}: {exc}"))
         return
@@ -210,7 +250,7 @@ def _worker_main(conn: multiprocessing.connection.Connection, spec: VerifierSour
                     conn.send(("outcome", job_index, position, _unreadable_artifacts(modules[position], source, exc)))
                 continue
             for position in positions:
-                outcome = _verify_guarded(source, modules[position], artifacts)
+                outcome = _contained_verdict(source, modules[position], artifacts, worker)
                 _send_outcome(conn, ("outcome", job_index, position, outcome))
         conn.send(("done",))
 
@@ -235,15 +275,25 @@ def describe_exit(exitcode: int | None) -> str:
 
 
 def worker_entry(fd: int) -> None:
-    """The worker process's entry point: the parent's end of the socket pair is `fd`'s peer."""
+    """The worker process's entry point: the parent's end of the socket pair is `fd`'s peer. It sends the source
+    spec and whether the worker's cgroup caps its tasks."""
+    become_subreaper()
+    exit_when_orphaned(fd)
     conn = multiprocessing.connection.Connection(fd)
-    _worker_main(conn, conn.recv())
+    try:
+        spec, group_capped = conn.recv()
+        _worker_main(conn, spec, group_capped)
+    except (EOFError, OSError):
+        pass  # the parent is gone or let go mid-message: there is no one left to report to
+    finally:
+        kill_descendants()
 
 
 @dataclass
 class _Worker:
     process: subprocess.Popen[bytes]
     conn: multiprocessing.connection.Connection
+    group: ProcessGroup
 
     def peak_rss_kib(self) -> int | None:
         """The worker's peak resident set size so far (Linux `VmHWM`); None elsewhere or once it has exited."""
@@ -254,10 +304,12 @@ class _Worker:
         return None
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
+        """Kill the worker and everything it started, wherever in the process tree that went."""
+        if self.process.poll() is None:  # not yet waited for, so its pid cannot belong to anyone else
+            self.group.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(_STOP_GRACE_SECONDS)
+        self.group.release()
         self.conn.close()
 
 
@@ -283,7 +335,9 @@ def _spawn_worker() -> _Worker:
         )
     finally:
         child_socket.close()
-    return _Worker(process, multiprocessing.connection.Connection(parent_socket.detach()))
+    # Contained before it is sent anything to run: until then it only starts the interpreter.
+    group = ProcessGroup.contain(process.pid, max_tasks=VERIFIER_MAX_TASKS, family=_CGROUP_FAMILY)
+    return _Worker(process, multiprocessing.connection.Connection(parent_socket.detach()), group)
 
 
 class IsolatedVerifierRunner:
@@ -332,7 +386,7 @@ class IsolatedVerifierRunner:
     def _start(self) -> _Worker:
         worker = _spawn_worker()
         try:
-            worker.conn.send(self.spec)
+            worker.conn.send((self.spec, worker.group.capped))
             if not worker.conn.poll(self.start_timeout_seconds):
                 raise WorkerStartError(f"verifier worker did not start within {self.start_timeout_seconds:g}s")
             message = worker.conn.recv()
