@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -30,10 +31,14 @@ from pydantic import ValidationError
 
 from eval_pipelines.inputs.hosted import seed_calendar_events, seed_emails
 from eval_pipelines.inputs.paths import builtin_scenarios_dir, reads_builtin_scenarios, scenarios_dir
+from eval_pipelines.lib.json_depth import text_nests_deeper_than
+from eval_pipelines.schemas.limits import MAX_JSON_DEPTH
 from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, SeedDataFile, Task, Template
 from eval_pipelines.schemas.service_wire import PublicTask
 
 _UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+#: How much of a refused file name an error message shows.
+_SHOWN_CHARS = 200
 
 
 class ScenarioError(ValueError):
@@ -70,19 +75,41 @@ def default_scenarios_dir() -> Path:
     return scenarios_dir()
 
 
-def _format_validation_error(path: Path, error: ValidationError) -> str:
+def _format_validation_error(path: Path, error: ValidationError, prefix: str = "") -> str:
     parts = []
     for item in error.errors():
-        loc = ".".join(str(p) for p in item["loc"]) or "<root>"
-        parts.append(f"{loc}: {item['msg']}")
+        loc = prefix + ".".join(str(p) for p in item["loc"]) or "<root>"
+        message = item["msg"].removeprefix("Value error, ") if item["type"] == "value_error" else item["msg"]
+        parts.append(f"{loc}: {message}")
     return f"{path}: " + "; ".join(parts)
 
 
-def _read_json(path: Path) -> Any:
+def resolves_inside(path: Path, folder: Path) -> bool:
+    """Whether `path`, with every symbolic link on the way followed, is `folder` or lies beneath it."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        real, real_folder = path.resolve(), folder.resolve()
+    except (OSError, RuntimeError):  # a link loop leads nowhere inside
+        return False
+    return real == real_folder or real_folder in real.parents
+
+
+def read_json_file(path: Path, folder: Path) -> Any:
+    """A JSON file of a scenario whose files all lie in `folder`. Refused before it is opened when a link leads
+    out of `folder`, and before it is parsed when it nests deeper than the parser's stack allows."""
+    if not resolves_inside(path, folder):
+        raise ScenarioError(f"{path}: is a link to a file outside {folder}; it is not read")
+    try:
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise ScenarioError(f"{path}: file is missing") from exc
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot be read: {exc.strerror}") from exc
+    if text_nests_deeper_than(text, MAX_JSON_DEPTH):
+        raise ScenarioError(f"{path}: JSON nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
 
@@ -126,20 +153,23 @@ class ScenarioFiles:
         path = self.root / "npcs.json"
         if not path.exists():
             return []
-        raw = _read_json(path)
+        raw = read_json_file(path, self.root)
         if not isinstance(raw, list):
             raise ScenarioError(f"{path}: expected a JSON array of NPC profiles")
-        try:
-            return [NpcProfile.model_validate(item) for item in raw]
-        except ValidationError as exc:
-            raise ScenarioError(_format_validation_error(path, exc)) from exc
+        profiles = []
+        for index, item in enumerate(raw):
+            try:
+                profiles.append(NpcProfile.model_validate(item))
+            except ValidationError as exc:
+                raise ScenarioError(_format_validation_error(path, exc, prefix=f"[{index}].")) from exc
+        return profiles
 
     def tasks(self) -> dict[str, Task]:
         if self._tasks is None:
             npcs_by_id = {npc.profile_id: npc for npc in self.npcs}
             tasks: dict[str, Task] = {}
             for path in sorted((self.root / "tasks").glob("*.json")):
-                raw = _read_json(path)
+                raw = read_json_file(path, self.root)
                 if not isinstance(raw, dict):
                     raise ScenarioError(f"{path}: expected a JSON object")
                 raw = dict(raw)
@@ -162,17 +192,23 @@ class ScenarioFiles:
                 tasks[task.task_id] = task
             if not tasks:
                 raise ScenarioError(f"{self.root / 'tasks'}: the scenario has no tasks")
+            self._check_verifier_links()
             self._tasks = tasks
         return self._tasks
 
     def _check_task_references(self, path: Path, task: Task) -> None:
         for server, files in task.seed_data.items():
-            for name in files:
-                seed = self.root / "seed_data" / name
+            for index, name in enumerate(files):
+                where = f"{path}: seed_data.{server}[{index}]"
+                try:
+                    seed = self.seed_path(name)
+                except ValueError as exc:
+                    raise ScenarioError(f"{where}: {exc}") from None
                 if not seed.is_file():
-                    raise ScenarioError(f"{path}: seed_data.{server}: seed file {name!r} does not exist")
+                    raise ScenarioError(f"{where}: seed file {name!r} does not exist")
                 if seed.suffix == ".json" and seed not in self._parsed_seeds:
-                    _read_json(seed)  # a broken seed file is a scenario error at load, not a crash mid-run
+                    # a broken seed file is a scenario error at load, not a crash mid-run
+                    read_json_file(seed, self.seed_dir)
                     self._parsed_seeds.add(seed)
         for module in task.verifiers:
             if not (self.root / "verifiers" / f"{module}.py").is_file():
@@ -193,18 +229,52 @@ class ScenarioFiles:
     def rubric(self, task_id: str) -> Rubric | None:
         return self.task(task_id).rubric
 
+    def _check_verifier_links(self) -> None:
+        """The verifier package is imported whole, so no file or folder of it may link out of the scenario."""
+        folder = self.verifiers_dir
+        if not folder.is_dir():
+            return
+        if not resolves_inside(folder, self.root):
+            raise ScenarioError(f"{folder}: is a link to a folder outside {self.root}; it is not imported")
+        for parent, folders, files in os.walk(folder):  # links are not walked into: each is checked instead
+            for name in (*folders, *files):
+                entry = Path(parent) / name
+                if entry.is_symlink() and not resolves_inside(entry, self.root):
+                    raise ScenarioError(f"{entry}: is a link to a file outside {self.root}; it is not imported")
+
+    @property
+    def seed_dir(self) -> Path:
+        return self.root / "seed_data"
+
+    def seed_path(self, name: str) -> Path:
+        """Where the seed file a task names as `name` lies: inside the scenario's seed_data/, with every link on
+        the way followed. ValueError, before anything is opened, for an absolute name, a `..`, or a link out."""
+        folder = self.seed_dir
+        outside = ValueError(f"{name[:_SHOWN_CHARS]!r} is not inside {folder}")
+        relative = PurePosixPath(name)
+        if not name or "\x00" in name or relative.is_absolute() or ".." in relative.parts:
+            raise outside
+        target = folder / relative
+        if not (resolves_inside(target, folder) and resolves_inside(folder, self.root)):
+            raise outside
+        return target
+
     def seed_files(self) -> list[str]:
-        base = self.root / "seed_data"
-        if not base.is_dir():
+        base = self.seed_dir
+        if not base.is_dir() or not resolves_inside(base, self.root):
             return []
-        return sorted(str(p.relative_to(base).as_posix()) for p in base.rglob("*") if p.is_file())
+        return sorted(
+            p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file() and resolves_inside(p, base)
+        )
 
     def seed_file(self, filename: str) -> SeedDataFile:
         """Read one seed file by its relative name. ValueError on traversal, FileNotFoundError if absent."""
         relative = safe_relative_path(filename)
-        base = (self.root / "seed_data").resolve()
-        target = (base / relative).resolve()
-        if base not in target.parents or not target.is_file():
+        try:
+            target = self.seed_path(relative.as_posix())
+        except ValueError:
+            raise FileNotFoundError(filename) from None
+        if not target.is_file():
             raise FileNotFoundError(filename)
         return SeedDataFile(
             scenario_id=self.scenario_id, filename=relative.as_posix(), content=target.read_text(encoding="utf-8")
@@ -218,17 +288,22 @@ class ScenarioFiles:
 
     def _seed_file(self, name: str) -> Any:
         if name not in self._seed_payloads:
-            self._seed_payloads[name] = _read_json(self.root / "seed_data" / name)
+            self._seed_payloads[name] = self._read_seed(name)
         return self._seed_payloads[name]
+
+    def _read_seed(self, name: str) -> Any:
+        # Confined again here, not only at load: a task may come from elsewhere (a run's task override).
+        try:
+            path = self.seed_path(name)
+        except ValueError as exc:
+            raise ScenarioError(f"{self.root}: seed_data: {exc}") from None
+        return read_json_file(path, self.seed_dir)
 
     def public_task(self, task: Task, tool_server_urls: Mapping[str, str] | None = None) -> PublicTask:
         """The task as the service lists it, with the hosted product's seed and verifier fields filled in, and
         the URL of each tool server that `tool_server_urls` names."""
         payloads = [
-            _read_json(self.root / "seed_data" / name)
-            for names in task.seed_data.values()
-            for name in names
-            if name.endswith(".json")
+            self._read_seed(name) for names in task.seed_data.values() for name in names if name.endswith(".json")
         ]
         return PublicTask.of(
             task,
@@ -275,7 +350,7 @@ class ScenarioCatalog:
         if not root.is_dir():
             return by_id
         for template_path in sorted(root.glob("*/template.json")):
-            raw = _read_json(template_path)
+            raw = read_json_file(template_path, template_path.parent)
             try:
                 template = Template.model_validate(raw)
             except ValidationError as exc:

@@ -26,9 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles, partition_key, staged_scenario_folder
+from eval_pipelines.inputs.scenarios import (
+    ScenarioError,
+    ScenarioFiles,
+    partition_key,
+    read_json_file,
+    resolves_inside,
+    staged_scenario_folder,
+)
 from eval_pipelines.schemas.hosted import SIMLAB_SERVER_NAMES, VERIFIER_ENTRY_FUNC, verifier_module_name
-from eval_pipelines.schemas.scenarios import Rubric, Task, Template, TemplateToolServer
+from eval_pipelines.schemas.limits import MAX_PLAIN_NAME_CHARS
+from eval_pipelines.schemas.scenarios import Rubric, Task, Template, TemplateToolServer, is_plain_name, plain_name_error
 
 #: Keys of a SimLab task file that are read here (the rest is reported).
 _READ_KEYS = {
@@ -52,7 +60,6 @@ _CATALOG_KEYS = {"reference_actions", "reference_answer", "rubric", "npc_secrets
 _META_KEYS = {"task_id", "display_name", "difficulty", "category", "version", "idempotent"}
 SEED_TIMESTAMP = "2025-01-06T09:00:00Z"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_TASK_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 class BundleImportError(ValueError):
@@ -71,18 +78,19 @@ class ImportReport:
         self.notes.setdefault(where, []).append(text)
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, bundle: Path) -> Any:
+    """A JSON file of the bundle, read like a scenario's: never through a link out of the bundle, never nested
+    past the parser's stack."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BundleImportError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    except OSError as exc:
-        raise BundleImportError(f"{path}: {exc.strerror}") from None
+        return read_json_file(path, bundle)
+    except ScenarioError as exc:
+        raise BundleImportError(str(exc)) from None
 
 
 def default_scenario_id(bundle: Path) -> str:
     name = _UNSAFE.sub("_", bundle.resolve().name).strip("_.-") or "imported"
-    return f"{name}:1.0.0"
+    version = ":1.0.0"
+    return f"{name[: MAX_PLAIN_NAME_CHARS - len(version)]}{version}"
 
 
 def import_bundle(
@@ -136,7 +144,7 @@ def _copy_profiles(bundle: Path, staging: Path, report: ImportReport) -> dict[st
     path = bundle / "npcs" / "profiles.json"
     if not path.is_file():
         return {}
-    raw = _read_json(path)
+    raw = _read_json(path, bundle)
     if not isinstance(raw, list):
         raise BundleImportError(f"{path}: expected a JSON list of NPC profiles")
     profiles: dict[str, dict[str, Any]] = {}
@@ -162,6 +170,8 @@ def _copy_verifiers(bundle: Path, staging: Path) -> None:
     target = staging / "verifiers"
     target.mkdir(parents=True)
     source = bundle / "verifiers"
+    if source.is_dir() and not resolves_inside(source, bundle):
+        raise BundleImportError(f"{source}: is a link to a folder outside {bundle}; nothing is copied from it")
     for path in sorted(source.glob("*.py")) if source.is_dir() else []:
         if path.is_symlink() or not path.is_file():
             continue  # a bundle's link could point anywhere on this machine; only its own files are copied
@@ -174,16 +184,16 @@ def _copy_verifiers(bundle: Path, staging: Path) -> None:
 def _import_task(
     path: Path, bundle: Path, staging: Path, profiles: dict[str, dict[str, Any]], report: ImportReport
 ) -> dict[str, Any]:
-    raw = _read_json(path)
+    raw = _read_json(path, bundle)
     if not isinstance(raw, dict):
         raise BundleImportError(f"{path}: expected a JSON object")
     meta: dict[str, Any] = raw["meta"] if isinstance(raw.get("meta"), dict) else {}
     task_id = meta.get("task_id") or raw.get("task_id")
     if not isinstance(task_id, str) or not task_id.strip():
         raise BundleImportError(f"{path}: meta.task_id: required")
-    if not _TASK_ID.match(task_id):
+    if not is_plain_name(task_id):
         # it names the task's files (tasks/<id>.json, seed files, rubrics/<id>.md): never a path
-        raise BundleImportError(f"{path}: meta.task_id: {task_id[:80]!r} must be letters, digits, '_', '.' or '-'")
+        raise BundleImportError(f"{path}: meta.task_id: {plain_name_error(task_id)}")
     description = raw.get("task") or raw.get("description")
     if not isinstance(description, str) or not description.strip():
         raise BundleImportError(f"{path}: task: required (the instruction given to the agent)")
@@ -207,6 +217,8 @@ def _import_task(
     task["npc_profiles"] = _npc_ids(raw, task_id, profiles, report)
     task["verifiers"] = _verifier_names(raw, task_id, staging, report)
     rubric = bundle / "rubrics" / f"{task_id}.md"
+    if rubric.is_file() and not resolves_inside(rubric, bundle):
+        raise BundleImportError(f"{rubric}: is a link to a file outside {bundle}; it is not read")
     if "rubric" not in task and rubric.is_file():
         task["rubric"] = _rubric(task_id, task["name"], rubric.read_text(encoding="utf-8"))
     try:

@@ -13,9 +13,13 @@ MAX_PLATFORM_UPLOAD_BYTES = 64 << 20
 MAX_NAME_CHARS = 256
 #: A scenario or task id.
 MAX_ID_CHARS = 256
+#: An id that names a file or folder (a task, an NPC profile, a verifier module, a scenario): with a suffix such
+#: as `_calendar.json` it must still fit in a file name's 255 bytes.
+MAX_PLAIN_NAME_CHARS = 128
 #: One chat-completion reply; a larger one is an endpoint error, read no further.
 MAX_MODEL_REPLY_BYTES = 8 << 20
-#: Nesting of an uploaded JSON document; deeper is refused before it can exhaust the parser's stack.
+#: Nesting of an uploaded JSON document or a scenario's JSON file (template, task, NPCs, seed); deeper is refused
+#: before it can exhaust the parser's stack.
 MAX_JSON_DEPTH = 64
 #: len(task_ids) x rollout_count of one run; a larger launch is refused before anything is allocated.
 DEFAULT_MAX_ROLLOUTS_PER_RUN = 10_000
@@ -26,6 +30,3 @@ MAX_ARTIFACTS_BYTES = 64 << 20
 #: A request body of a built-in tool server: a step's arguments, or a workspace created from a seed or from a stored
 #: final state (re-verification), which comes out of a rollout's artifacts and so is never larger than they are.
 MAX_TOOL_SERVER_REQUEST_BYTES = MAX_ARTIFACTS_BYTES
-#: Tasks (processes and their threads: the kernel's pids limit counts both) a verifier worker and everything it starts
-#: may hold at once: room for a verifier's subprocesses and a numeric library's thread pool, not for a fork bomb.
-VERIFIER_MAX_TASKS = 128

@@ -6,13 +6,41 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from eval_pipelines.schemas._base import WireModel
 from eval_pipelines.schemas.hosted import verifier_module_name
+from eval_pipelines.schemas.limits import MAX_PLAIN_NAME_CHARS
 from eval_pipelines.schemas.tools import ToolCall
 
-SCENARIO_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?$")
+#: An id that names a file or folder (tasks/<task_id>.json, verifiers/<module>.py, a scenario's folder): no
+#: separator, no NUL, and no leading dot, so it can be neither `..` nor a hidden file.
+_PLAIN_NAME = rf"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,{MAX_PLAIN_NAME_CHARS - 1}}}"
+PLAIN_NAME_PATTERN = re.compile(_PLAIN_NAME)
+PLAIN_NAME_RULE = (
+    f"must be letters, digits, '_', '.' or '-', not start with '.' or '-', and be at most {MAX_PLAIN_NAME_CHARS} "
+    "characters long"
+)
+#: `family` or `family:version`, each part a plain name; `partition_key` turns the `:` into `_` for folder names.
+SCENARIO_ID_PATTERN = re.compile(rf"{_PLAIN_NAME}(:{_PLAIN_NAME})?")
+#: How much of a refused id an error message shows.
+_SHOWN_CHARS = 80
+
+
+def is_plain_name(value: object) -> bool:
+    return isinstance(value, str) and PLAIN_NAME_PATTERN.fullmatch(value) is not None
+
+
+def plain_name_error(value: object) -> str:
+    """Why `value` is not a plain name, showing a bounded part of it (an id may be megabytes long)."""
+    shown = value[:_SHOWN_CHARS] if isinstance(value, str) else value
+    return f"{shown!r} {PLAIN_NAME_RULE}"
+
+
+def _plain_name(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, str) and not is_plain_name(value):
+        raise ValueError(f"{info.field_name} {plain_name_error(value)}")
+    return value
 
 
 class TemplateToolServer(WireModel):
@@ -31,8 +59,10 @@ class Template(WireModel):
     @field_validator("scenario_id")
     @classmethod
     def _id_shape(cls, value: str) -> str:
-        if not SCENARIO_ID_PATTERN.match(value):
-            raise ValueError("scenario_id must look like 'family' or 'family:version' ([A-Za-z0-9_.-])")
+        if not SCENARIO_ID_PATTERN.fullmatch(value) or len(value) > MAX_PLAIN_NAME_CHARS:
+            raise ValueError(
+                f"scenario_id must look like 'family' or 'family:version', where each part {PLAIN_NAME_RULE}"
+            )
         return value
 
 
@@ -65,6 +95,8 @@ class NpcProfile(WireModel):
     email: str
     occupation: str = ""
     public_info: str | None = None
+
+    _profile_id_shape = field_validator("profile_id")(_plain_name)
 
 
 class SeedDataFile(WireModel):
@@ -107,3 +139,14 @@ class Task(WireModel):
     @classmethod
     def _module_names(cls, value: Any) -> Any:
         return [verifier_module_name(entry) for entry in value] if isinstance(value, list) else value
+
+    _task_id_shape = field_validator("task_id")(_plain_name)
+
+    @field_validator("verifiers")
+    @classmethod
+    def _module_files(cls, value: list[str]) -> list[str]:
+        # each name becomes verifiers/<name>.py
+        for index, name in enumerate(value):
+            if not is_plain_name(name):
+                raise ValueError(f"verifiers[{index}] {plain_name_error(name)}")
+        return value
