@@ -30,3 +30,6 @@ MAX_ARTIFACTS_BYTES = 64 << 20
 #: A request body of a built-in tool server: a step's arguments, or a workspace created from a seed or from a stored
 #: final state (re-verification), which comes out of a rollout's artifacts and so is never larger than they are.
 MAX_TOOL_SERVER_REQUEST_BYTES = MAX_ARTIFACTS_BYTES
+#: Tasks (processes and their threads: the kernel's pids limit counts both) a verifier worker and everything it starts
+#: may hold at once: room for a verifier's subprocesses and a numeric library's thread pool, not for a fork bomb.
+VERIFIER_MAX_TASKS = 128
