@@ -167,10 +167,12 @@ def scrubbed_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def confined_argv(
-    argv: list[str], *, writable: Path, memory_bytes: int, cpu_seconds: int, file_bytes: int
+    argv: list[str], *, writable: Path, memory_bytes: int, cpu_seconds: int, file_bytes: int, sandbox: bool = False
 ) -> list[str]:
     """`argv` run through this module's launcher, which confines the process before it execs `argv`: writes only
-    beneath `writable`, no capabilities, and the given address-space, CPU-time and file-size limits."""
+    beneath `writable`, no capabilities, and the given address-space, CPU-time and file-size limits. With
+    `sandbox`, it first moves into the namespaces of `lib/sandbox.py` (seeing only `writable` and the system's
+    programs, no network), and fails (exit 126) rather than run the command without them."""
     return [
         sys.executable,
         "-I",  # isolated: the command's environment cannot steer which code this launcher runs
@@ -184,6 +186,7 @@ def confined_argv(
         str(cpu_seconds),
         "--file-bytes",
         str(file_bytes),
+        *(["--sandbox"] if sandbox else []),
         "--",
         *argv,
     ]
@@ -193,12 +196,14 @@ def _launch(args: list[str]) -> int:
     """The launcher: apply the limits and the confinement, then become the command (exec, same pid)."""
     import argparse
     import resource
+    import signal
 
     parser = argparse.ArgumentParser(prog="eval_pipelines.lib.confine")
     parser.add_argument("--writable", required=True)
     parser.add_argument("--memory-bytes", type=int, required=True)
     parser.add_argument("--cpu-seconds", type=int, required=True)
     parser.add_argument("--file-bytes", type=int, required=True)
+    parser.add_argument("--sandbox", action="store_true")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     options = parser.parse_args(args)
     argv = options.argv[1:] if options.argv[:1] == ["--"] else options.argv
@@ -208,8 +213,22 @@ def _launch(args: list[str]) -> int:
         (resource.RLIMIT_FSIZE, options.file_bytes),
     ):
         resource.setrlimit(limit, (value, value))
-    restrict_writes_to([Path(options.writable)], writable_files=[Path(os.devnull)])
+    writable = [Path(options.writable)]
+    if options.sandbox:
+        from eval_pipelines.lib import sandbox
+
+        try:
+            sandbox.isolate(Path(options.writable), tmp_bytes=options.file_bytes)
+        except OSError as exc:
+            print(f"sandbox: {exc}", file=sys.stderr)
+            return 126
+        writable += [Path("/tmp"), Path("/dev/shm")]  # the sandbox's own, emptied with it
+    restrict_writes_to(writable, writable_files=[Path(os.devnull)])
     drop_capabilities()
+    # Python ignores SIGPIPE; a command must not inherit that (`yes | head` would never end).
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if options.sandbox:
+        return sandbox.run_as_init(argv)
     os.execvp(argv[0], argv)
     return 127  # pragma: no cover - execvp does not return
 

@@ -40,7 +40,9 @@ import asyncio
 import codecs
 import contextlib
 import copy
+import functools
 import hashlib
+import logging
 import math
 import os
 import selectors
@@ -50,10 +52,11 @@ import stat
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from eval_pipelines.lib.confine import confined_argv
+from eval_pipelines.lib.confine import abi_version, confined_argv
 from eval_pipelines.toolservers.base import (
     BuiltinToolServer,
     SeedError,
@@ -83,6 +86,15 @@ COMMAND_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: after the command's own process exits, how long to keep collecting output already in flight.
 _DRAIN_SECONDS = 0.2
 _POLL_SECONDS = 0.05
+
+#: How `run_command` is isolated on this host: see `command_sandbox`.
+SANDBOX_NAMESPACES = "namespaces"
+SANDBOX_LANDLOCK_ONLY = "landlock-only"
+SANDBOX_LIMITS_ONLY = "limits-only"
+#: How long the one-off check that the kernel grants the namespaces may take.
+_SANDBOX_PROBE_SECONDS = 20
+
+logger = logging.getLogger(__name__)
 
 _SEED_KEYS = {"files"}
 _SEED_FILE_KEYS = {"path", "content"}
@@ -278,17 +290,66 @@ class _Capture:
         return text
 
 
-def run_confined_command(root: Path, command: str, timeout_seconds: float) -> tuple[int | None, str, str, bool]:
-    """Run `command` in `root`; return (exit code or None, stdout, stderr, timed_out). See the module docs."""
-    argv = confined_argv(
-        ["/bin/sh", "-c", command],
+@dataclass(frozen=True)
+class CommandSandbox:
+    """How this host isolates `run_command`: `mode` is one of the SANDBOX_* values; `reason` says why the
+    namespaces are missing when they are."""
+
+    mode: str
+    reason: str = ""
+
+
+def _launcher_argv(root: Path, argv: list[str], timeout_seconds: float, sandbox: bool) -> list[str]:
+    wrapper = shlex.split(os.environ.get(COMMAND_WRAPPER_ENV, ""))
+    return wrapper + confined_argv(
+        argv,
         writable=root,
         memory_bytes=COMMAND_MEMORY_BYTES,
         cpu_seconds=math.ceil(timeout_seconds) + 1,
         file_bytes=COMMAND_FILE_BYTES,
+        sandbox=sandbox,
     )
+
+
+@functools.cache
+def _probe_sandbox(wrapper: str) -> CommandSandbox:
+    # Once per process and wrapper: a command that asked for namespaces the kernel refuses would fail (the
+    # launcher never runs a command half-isolated), so the check decides up front, and says so loudly.
+    with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as probe:
+        try:
+            done = subprocess.run(
+                _launcher_argv(Path(probe), ["/bin/true"], 1, sandbox=True),
+                env={"PATH": COMMAND_PATH},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=_SANDBOX_PROBE_SECONDS,
+            )
+            refusal = "" if done.returncode == 0 else done.stderr.decode(errors="replace").strip()
+            refusal = refusal or ("" if done.returncode == 0 else f"the launcher exited {done.returncode}")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            refusal = str(exc)
+    if not refusal:
+        return CommandSandbox(SANDBOX_NAMESPACES)
+    fallback = CommandSandbox(SANDBOX_LANDLOCK_ONLY if abi_version() >= 1 else SANDBOX_LIMITS_ONLY, refusal)
+    logger.warning(
+        "run_command is NOT sandboxed in namespaces on this host (%s); it runs %s: a model's commands can read "
+        "every file this user can read, see every process and reach the network",
+        refusal,
+        fallback.mode,
+    )
+    return fallback
+
+
+def command_sandbox() -> CommandSandbox:
+    """The isolation `run_command` gets here (checked once per process and `EVAL_PIPELINES_COMMAND_WRAPPER`)."""
+    return _probe_sandbox(os.environ.get(COMMAND_WRAPPER_ENV, ""))
+
+
+def run_confined_command(root: Path, command: str, timeout_seconds: float) -> tuple[int | None, str, str, bool]:
+    """Run `command` in `root`; return (exit code or None, stdout, stderr, timed_out). See the module docs."""
+    sandbox = command_sandbox().mode == SANDBOX_NAMESPACES
     process = subprocess.Popen(
-        [*shlex.split(os.environ.get(COMMAND_WRAPPER_ENV, "")), *argv],
+        _launcher_argv(root, ["/bin/sh", "-c", command], timeout_seconds, sandbox),
         cwd=root,
         env={"PATH": COMMAND_PATH, "HOME": str(root)},
         stdin=subprocess.DEVNULL,
@@ -343,6 +404,7 @@ class FilesServer(BuiltinToolServer):
             root = Path(self._owned_root.name)
         root.mkdir(parents=True, exist_ok=True)
         self.root = Path(os.path.realpath(root))
+        command_sandbox()  # at startup, so a host without namespaces warns before the first rollout
 
     # -- state -----------------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import hashlib
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,23 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return fields[0] != "Z"
+
+
+def _unique_sleep() -> str:
+    """A `sleep` whose argument no other process has: the command runs in a PID namespace of its own, so the
+    pids it reports mean nothing here, and its processes are found by their command line instead."""
+    return f"sleep 300.{uuid.uuid4().int % 10**9:09d}"
+
+
+def _running(command_line: str) -> bool:
+    """Some live process of this host has `command_line` within its arguments."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if command_line.encode() in (proc / "cmdline").read_bytes().replace(b"\0", b" ") and _alive(int(proc.name)):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def _eventually(condition: Any, seconds: float = 10.0) -> bool:
@@ -275,9 +293,13 @@ def test_file_tools_refuse_symlinks_that_leave_the_workspace(client: httpx.Clien
 
 
 def test_file_tools_refuse_hard_links(client: httpx.Client, seeded: str, outside: Path) -> None:
-    made = step(client, seeded, "run_command", command=f"ln '{outside}/secret.txt' hard && ln src/app.py twin")
-    if "exit code: 0" not in made["observation"]:
-        pytest.skip(f"cannot hard-link across these directories: {made['observation']}")
+    # A command cannot see `outside` (its sandbox holds only the workspace), so the host makes that link.
+    try:
+        (_workspace_dir(client, seeded) / "hard").hardlink_to(outside / "secret.txt")
+    except OSError as exc:
+        pytest.skip(f"cannot hard-link across these directories: {exc}")
+    made = step(client, seeded, "run_command", command="ln src/app.py twin")
+    assert "exit code: 0" in made["observation"], made
     for tool, parameters in [
         ("read_file", {"path": "hard"}),
         ("write_file", {"path": "hard", "content": "overwritten"}),
@@ -333,11 +355,12 @@ def test_run_command_gets_a_minimal_environment(
 
 def test_run_command_past_its_timeout_is_killed(client: httpx.Client, seeded: str) -> None:
     started = time.monotonic()
+    sleep = _unique_sleep()
     result = step(
         client,
         seeded,
         "run_command",
-        command="sleep 300 & echo $! > bg.pid; echo $$ > sh.pid; echo started; sleep 300",
+        command=f"{sleep} & echo $! > bg.pid; echo $$ > sh.pid; echo started; {sleep}",
         timeout_seconds=1,
     )
     elapsed = time.monotonic() - started
@@ -346,15 +369,14 @@ def test_run_command_past_its_timeout_is_killed(client: httpx.Client, seeded: st
     assert lines[1] == "timed out after 1 s; the command and its process group were killed"
     assert lines[3] == "started"
     assert "is_error" not in result and result["state_diff"]["summary"] == "+2 file(s) added"  # partial work kept
-    pids = [int(step(client, seeded, "read_file", path=name)["observation"]) for name in ("bg.pid", "sh.pid")]
-    assert _eventually(lambda: not any(_alive(pid) for pid in pids)), "a process of the command is still alive"
+    assert _eventually(lambda: not _running(sleep)), "a process of the command is still alive"
 
 
 def test_background_processes_do_not_outlive_the_call(client: httpx.Client, seeded: str) -> None:
-    result = step(client, seeded, "run_command", command="sleep 300 & echo $! > bg.pid; echo launched")
+    sleep = _unique_sleep()
+    result = step(client, seeded, "run_command", command=f"{sleep} & echo launched")
     assert "exit code: 0" in result["observation"] and "launched" in result["observation"]
-    pid = int(step(client, seeded, "read_file", path="bg.pid")["observation"])
-    assert _eventually(lambda: not _alive(pid))
+    assert _eventually(lambda: not _running(sleep))
 
 
 # -- workspaces --------------------------------------------------------------------------------------------
