@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from eval_pipelines.lib.json_values import nests_deeper_than
 from eval_pipelines.schemas.limits import MAX_JSON_DEPTH
 from eval_pipelines.schemas.platform import GROUND_TRUTH_ERROR, DatasetRow
 
@@ -63,18 +64,6 @@ def _decode(content: bytes) -> str:
         raise DatasetFileError(400, f"file is not UTF-8 text (byte {exc.start})") from None
 
 
-def _too_deep(data: Any, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether a parsed JSON document nests deeper than `limit` (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict | list):
-            if depth > limit:
-                return True
-            stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
-    return False
-
-
 def _loads(text: str, where: str) -> Any:
     """JSON text parsed, or a 400 naming the problem: invalid, or nested past MAX_JSON_DEPTH (which would exhaust
     the parser's or the validator's stack)."""
@@ -86,7 +75,7 @@ def _loads(text: str, where: str) -> Any:
         ) from None
     except RecursionError:
         raise DatasetFileError(400, f"{where} nests JSON deeper than {MAX_JSON_DEPTH} levels") from None
-    if _too_deep(data):
+    if nests_deeper_than(data, MAX_JSON_DEPTH):
         raise DatasetFileError(400, f"{where} nests JSON deeper than {MAX_JSON_DEPTH} levels")
     return data
 
