@@ -24,6 +24,7 @@ from eval_pipelines.lib.http_pool import default_ssl_context
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.toolservers.app import DEFAULT_MAX_WORKSPACES, create_app
 from eval_pipelines.toolservers.base import BuiltinToolServer
+from eval_pipelines.toolservers.files import command_sandbox
 from eval_pipelines.toolservers.registry import BUILTIN_SERVERS
 
 __all__ = ["BUILTIN_SERVERS", "ToolServerHost", "ToolServerProcess", "build_host_app"]
@@ -36,9 +37,9 @@ class HostApp:
     on every request before the server's own (about an eighth of a tool call's CPU in the tool host).
     """
 
-    def __init__(self, apps: dict[str, ASGIApp]) -> None:
+    def __init__(self, apps: dict[str, ASGIApp], status: dict[str, str] | None = None) -> None:
         self.apps = apps
-        self._health = json.dumps({"status": "healthy", "servers": sorted(apps)}).encode()
+        self._health = json.dumps({"status": "healthy", "servers": sorted(apps), **(status or {})}).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -72,8 +73,13 @@ class HostApp:
 
 
 def build_host_app(servers: dict[str, BuiltinToolServer], max_workspaces: int = DEFAULT_MAX_WORKSPACES) -> HostApp:
-    """An app serving each server under `/<name>`, plus `/health` listing what it serves."""
-    return HostApp({name: create_app(server, max_workspaces=max_workspaces) for name, server in servers.items()})
+    """An app serving each server under `/<name>`, plus `/health` listing what it serves (and, with the files
+    server, how its `run_command` is isolated on this host: `command_sandbox`)."""
+    status = {"command_sandbox": command_sandbox().mode} if "files" in servers else {}
+    apps: dict[str, ASGIApp] = {
+        name: create_app(server, max_workspaces=max_workspaces) for name, server in servers.items()
+    }
+    return HostApp(apps, status)
 
 
 def _checked_names(servers: Iterable[str]) -> list[str]:
