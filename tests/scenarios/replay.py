@@ -8,7 +8,7 @@ import importlib.util
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -25,8 +25,44 @@ Action = tuple[str, str, dict[str, Any]]
 Verifiers = Callable[[str], ModuleType]
 
 
+#: the second round of adversarial variants: what fooled keyword verifiers when a real small model was audited
+#: by hand. Each task replays the kinds that apply to it, and each variant must fail.
+SECOND_ROUND_KINDS = (
+    "duplicate sends",
+    "keyword list",
+    "statement with a sign-off",
+    "wrong answer without a negation word",
+    "recipients in the wrong fields",
+)
+#: kind -> the variant's actions
+SecondRound = dict[str, list[Action]]
+
+
 def reference_actions(task: Task) -> list[Action]:
     return [(a.tool_server, a.tool_name, a.parameters) for a in task.reference_actions]
+
+
+def with_duplicate_sends(actions: list[Action], sends: Collection[str]) -> list[Action]:
+    """`actions` with every call of a tool in `sends` made twice in a row: the state the task asks for, reached
+    with each message sent twice (the duplicate-sends variant of the second round)."""
+    doubled: list[Action] = []
+    for action in actions:
+        doubled.extend([action, action] if action[1] in sends else [action])
+    assert len(doubled) > len(actions), f"none of {sorted(sends)} is among the actions"
+    return doubled
+
+
+def second_round(
+    task: Task, variants: dict[str, SecondRound], duplicate_sends: dict[str, tuple[str, ...]]
+) -> SecondRound:
+    """The task's second-round variants: the written ones, plus its reference actions with repeated sends
+    where the task sends something."""
+    found = dict(variants.get(task.task_id, {}))
+    if task.task_id in duplicate_sends:
+        found["duplicate sends"] = with_duplicate_sends(reference_actions(task), duplicate_sends[task.task_id])
+    assert found, f"{task.task_id} has no second-round variant"
+    assert set(found) <= set(SECOND_ROUND_KINDS), sorted(set(found) - set(SECOND_ROUND_KINDS))
+    return found
 
 
 def replay(
@@ -112,6 +148,13 @@ def assert_verdicts(
     for index, artifacts in enumerate(wrong):
         for name, ok, message in run_verifiers(verifiers, task, artifacts):
             assert not ok, f"{task_id}/{name} passed wrong variant {index}: {message}"
+
+
+def assert_second_round_fails(verifiers: Verifiers, task: Task, replays: dict[str, RunArtifacts]) -> None:
+    """Every second-round variant (kind -> its replay) fails every verifier of the task."""
+    for kind, artifacts in replays.items():
+        for name, ok, message in run_verifiers(verifiers, task, artifacts):
+            assert not ok, f"{task.task_id}/{name} passed the second-round variant {kind!r}: {message}"
 
 
 def assert_verifiers_import_without_eval_pipelines(scenario: ScenarioFiles) -> None:

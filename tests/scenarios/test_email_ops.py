@@ -16,12 +16,16 @@ from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.toolservers import EmailServer, create_app
 from tests.scenarios.replay import (
+    SECOND_ROUND_KINDS,
+    SecondRound,
     Verifiers,
+    assert_second_round_fails,
     assert_verdicts,
     assert_verifiers_import_without_eval_pipelines,
     reference_actions,
     replay,
     run_verifiers,
+    second_round,
     standalone_verifiers,
 )
 
@@ -222,6 +226,201 @@ ADVERSARIAL_VARIANTS: dict[str, list[EmailAction]] = {
 }
 
 
+#: the tools whose reference calls are repeated for each task's duplicate-sends variant (the right emails, each
+#: sent twice); tasks that send nothing are absent.
+DUPLICATE_SENDS: dict[str, tuple[str, ...]] = {
+    "email_ops_001": ("send_email",),
+    "email_ops_003": ("reply_to_email",),
+    "email_ops_004": ("forward_email",),
+    "email_ops_005": ("send_email",),
+    "email_ops_006": ("forward_email",),
+    "email_ops_007": ("send_email",),
+    "email_ops_008": ("forward_email", "reply_to_email"),
+    "email_ops_010": ("reply_to_email",),
+    "email_ops_011": ("send_email",),
+    "email_ops_012": ("send_email",),
+}
+
+_SECURITY = "security@example.com"
+
+#: the second round, beside the duplicate sends: the kinds that apply to each task (replay.SECOND_ROUND_KINDS).
+SECOND_ROUND_VARIANTS: dict[str, dict[str, list[EmailAction]]] = {
+    "email_ops_001": {
+        "statement with a sign-off": [
+            (
+                "send_email",
+                {
+                    "to": "aisha.okafor@example.com",
+                    "subject": "Room 4B projector",
+                    "body": "Hi Aisha,\n\nThe projector in Room 4B will be working for Thursday's ops sync. "
+                    "Let me know if you have any questions!",
+                },
+            )
+        ],
+        "keyword list": [
+            (
+                "send_email",
+                {"to": "aisha.okafor@example.com", "subject": "projector", "body": "Room 4B, projector, Thursday?"},
+            )
+        ],
+    },
+    # the promotion trashed, and its sender told the address is live
+    "email_ops_002": {
+        "duplicate sends": [
+            ("reply_to_email", {"email_id": "e-014", "body": "Please unsubscribe me from these promotions."}),
+            ("delete_email", {"email_id": "e-014"}),
+        ],
+    },
+    "email_ops_003": {
+        "wrong answer without a negation word": [
+            (
+                "reply_to_email",
+                {"email_id": "e-003", "body": "Confirmed - I'll be at the ops sync on Wednesday at 10:00 in Room 4B."},
+            )
+        ],
+        "keyword list": [("reply_to_email", {"email_id": "e-003", "body": "Confirmed: Thursday, 10:00, Room 4B."})],
+    },
+    "email_ops_005": {
+        "keyword list": [
+            ("send_email", {"to": "david.kim@example.com", "subject": "Ops sync", "body": "Thursday, 10:00, Room 4B"}),
+            (
+                "send_email",
+                {"to": "elena.garcia@example.com", "subject": "Ops sync", "body": "Thursday, 10:00, Room 4B"},
+            ),
+        ],
+        "wrong answer without a negation word": [
+            (
+                "send_email",
+                {"to": person, "subject": "Ops sync", "body": "Thursday's ops sync at 10:00 in Room 4B is cancelled."},
+            )
+            for person in ("david.kim@example.com", "elena.garcia@example.com")
+        ],
+    },
+    "email_ops_007": {
+        "recipients in the wrong fields": [
+            (
+                "send_email",
+                {
+                    "to": "marcus.lee@example.com",
+                    "cc": "david.kim@example.com",
+                    "subject": "Re: Expense question",
+                    "body": "Client meals above $250 need pre-approval from your manager, so the $312.40 dinner "
+                    "needs it too.\n\nPre-approval needed: yes",
+                },
+            )
+        ],
+        "keyword list": [
+            (
+                "send_email",
+                {
+                    "to": "david.kim@example.com",
+                    "cc": "marcus.lee@example.com",
+                    "subject": "Re: Expense question",
+                    "body": "pre-approval, $312.40, $250, manager\n\nPre-approval needed: yes",
+                },
+            )
+        ],
+        # the policy stated right, then applied wrong, and no negation word anywhere
+        "wrong answer without a negation word": [
+            (
+                "send_email",
+                {
+                    "to": "david.kim@example.com",
+                    "cc": "marcus.lee@example.com",
+                    "subject": "Re: Expense question",
+                    "body": "Client meals above $250 need pre-approval from your manager. Your $312.40 dinner is "
+                    "exempt from pre-approval, so submit it with your expense report.\n\nPre-approval needed: no",
+                },
+            )
+        ],
+    },
+    "email_ops_008": {
+        "keyword list": [
+            ("forward_email", {"email_id": "e-004", "to": "elena.garcia@example.com"}),
+            ("reply_to_email", {"email_id": "e-004", "body": "A-55120 / Elena Garcia / follow-up"}),
+        ],
+        "wrong answer without a negation word": [
+            ("forward_email", {"email_id": "e-004", "to": "elena.garcia@example.com"}),
+            (
+                "reply_to_email",
+                {"email_id": "e-004", "body": "Elena Garcia has closed your case about order A-55120 as resolved."},
+            ),
+        ],
+    },
+    "email_ops_009": {
+        "duplicate sends": [
+            ("delete_email", {"email_id": "e-010"}),
+            ("delete_email", {"email_id": "e-014"}),
+            ("delete_email", {"email_id": "e-019"}),
+            ("send_email", {"to": "talent@hirefast-recruiting.com", "subject": "Unsubscribe", "body": "Stop, please."}),
+        ],
+    },
+    "email_ops_010": {
+        "keyword list": [
+            ("reply_to_email", {"email_id": "e-009", "body": "Decline."}),
+            ("send_email", {"to": "priya.shah@example.com", "subject": "Logistics Summit", "body": "Declined."}),
+        ],
+        "wrong answer without a negation word": [
+            (
+                "reply_to_email",
+                {"email_id": "e-009", "body": "Thank you for the invitation; sadly we must decline this year."},
+            ),
+            (
+                "send_email",
+                {
+                    "to": "priya.shah@example.com",
+                    "subject": "Logistics Summit",
+                    "body": "I accepted the Logistics Summit speaker invitation for the team.",
+                },
+            ),
+        ],
+    },
+    "email_ops_011": {
+        "keyword list": [
+            ("reply_to_email", {"email_id": "e-001", "body": "INV-2291, 18, hold"}),
+            (
+                "send_email",
+                {"to": "billing@brightpath-supplies.com", "subject": "PO-7781", "body": "PO-7781, credit note"},
+            ),
+        ],
+        # 18 is a number of days here; the email says all 20 pallets arrived
+        "wrong answer without a negation word": [
+            (
+                "reply_to_email",
+                {
+                    "email_id": "e-001",
+                    "body": "All 20 pallets arrived on 7 March. Please hold INV-2291 for 18 days while we check.",
+                },
+            ),
+            (
+                "send_email",
+                {
+                    "to": "billing@brightpath-supplies.com",
+                    "subject": "PO-7781",
+                    "body": "Please issue a credit note for PO-7781.",
+                },
+            ),
+        ],
+    },
+    # the report addressed to Priya, security only copied
+    "email_ops_012": {
+        "recipients in the wrong fields": [
+            ("delete_email", {"email_id": "e-005"}),
+            ("delete_email", {"email_id": "e-020"}),
+            (
+                "send_email",
+                {
+                    "to": "priya.shah@example.com",
+                    "cc": _SECURITY,
+                    "subject": "Phishing report",
+                    "body": "- URGENT: Your mailbox will be suspended\n- Final notice: password expires today",
+                },
+            ),
+        ],
+    },
+}
+
+
 @pytest.fixture(scope="module")
 def scenario() -> ScenarioFiles:
     return ScenarioCatalog(SCENARIOS_ROOT).get(SCENARIO_ID)
@@ -307,6 +506,32 @@ def test_reference_actions_pass_and_mistakes_fail(
 
 def test_every_task_has_an_adversarial_variant(scenario: ScenarioFiles) -> None:
     assert set(ADVERSARIAL_VARIANTS) == set(scenario.tasks())
+
+
+def _on_the_email_server() -> dict[str, SecondRound]:
+    return {
+        task_id: {kind: [("email", tool, params) for tool, params in actions] for kind, actions in kinds.items()}
+        for task_id, kinds in SECOND_ROUND_VARIANTS.items()
+    }
+
+
+@pytest.mark.parametrize("task_id", sorted(WRONG_VARIANTS))
+def test_second_round_variants_fail(
+    task_id: str, scenario: ScenarioFiles, verifiers: Verifiers, http: httpx.Client, email_url: str
+) -> None:
+    task = scenario.task(task_id)
+    seeds = {"email": scenario.seed_payload(task, "email")}
+    replays = {
+        kind: replay(http, {"email": email_url}, task, seeds, actions)
+        for kind, actions in second_round(task, _on_the_email_server(), DUPLICATE_SENDS).items()
+    }
+    assert_second_round_fails(verifiers, task, replays)
+
+
+def test_second_round_covers_every_task_and_kind(scenario: ScenarioFiles) -> None:
+    variants = _on_the_email_server()
+    kinds = {kind for task in scenario.tasks().values() for kind in second_round(task, variants, DUPLICATE_SENDS)}
+    assert kinds == set(SECOND_ROUND_KINDS)
 
 
 def test_verifiers_reject_artifacts_without_state(scenario: ScenarioFiles, verifiers: Verifiers) -> None:

@@ -96,7 +96,9 @@ def new_sent(initial: State, final: State) -> list[Email]:
     return sorted(sent, key=lambda e: (str(e.get("timestamp", "")), str(e.get("id", ""))))
 
 
-def sent_to(sent: list[Email], address: str, fields: Iterable[str] = ("to", "cc")) -> list[Email]:
+def sent_to(sent: list[Email], address: str, fields: Iterable[str] = ("to",)) -> list[Email]:
+    """The emails addressed to `address`: a task's addressee belongs in To (CC is for who is kept informed),
+    so an email that only copies them does not count unless `fields` says so."""
     target = norm(address)
     field_list = list(fields)
     return [e for e in sent if target in recipients(e, field_list)]
@@ -152,10 +154,21 @@ def missing_phrases(text: str, phrases: Iterable[str]) -> list[str]:
 _NEGATION = re.compile(
     r"\b(?:not|no|never|cannot|unable|nobody|nothing|none|neither|nor|no longer)\b|n't\b", re.IGNORECASE
 )
-_REQUEST = re.compile(
-    r"\?|\b(?:could|can|would|will) you\b|\bplease (?:check|confirm|let me know|tell me)\b|\blet me know\b",
+# A sign-off ("let me know if you have questions") ends a statement; it does not ask what a task wants asked.
+_SIGN_OFF = re.compile(
+    r"\bif you (?:have|need) (?:any )?(?:questions?|help|anything)\b|\bany (?:other |further |more )?questions\b"
+    r"|\bdon't hesitate\b|\bfeel free\b|\bhappy to help\b",
     re.IGNORECASE,
 )
+_GREETING = re.compile(r"^(?:hi|hello|hey|dear)\b[^,]*,\s*", re.IGNORECASE)
+_INTERROGATIVE = re.compile(
+    r"^(?:could|can|would|will|is|are|was|were|does|do|did|has|have|when|what|which|who|where|how|should|shall|may)"
+    r"\b|\b(?:whether|please (?:check|confirm|tell me|let me know)|let me know (?:whether|if|when|how))\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[^\W_]+(?:['-][^\W_]+)*")
+#: a claim is a sentence, not a handful of keywords
+MIN_CLAIM_WORDS = 6
 
 
 def sentences(text: Any) -> list[str]:
@@ -168,6 +181,47 @@ def negated(text: Any, term: str) -> str | None:
     return next((s.strip() for s in sentences(text) if wanted in norm(s) and _NEGATION.search(s)), None)
 
 
-def asks(text: Any) -> bool:
-    """Whether the text asks something: a question mark or a request ("could you", "please confirm")."""
-    return _REQUEST.search(str(text or "")) is not None
+def asks(text: Any, topics: Iterable[str]) -> bool:
+    """Whether a sentence about one of `topics` asks something: an interrogative ("could you", "is the ...",
+    "whether") that is not a sign-off. A question mark alone is not enough: "Room 4B projector?" is a keyword."""
+    for sentence in sentences(text):
+        sentence = _GREETING.sub("", sentence.strip())
+        if _SIGN_OFF.search(sentence) or not any(has_phrase(sentence, t) for t in topics):
+            continue
+        if _INTERROGATIVE.search(sentence):
+            return True
+    return False
+
+
+def keyword_list(sentence: str) -> bool:
+    """Fragments of a word or two separated by commas, slashes or semicolons: keywords listed, nothing said."""
+    fragments = [f for f in re.split(r"[,;/|]+", sentence) if f.strip()]
+    short = [f for f in fragments if len(_WORD.findall(f)) <= 2]
+    return len(fragments) >= 3 and len(short) * 3 >= len(fragments) * 2
+
+
+def claim(text: Any, terms: Iterable[str], verb: re.Pattern[str]) -> str | None:
+    """The first sentence that states something with every one of `terms`: it has a `verb`, no negation, at
+    least MIN_CLAIM_WORDS words, and is not a keyword list. None when the text only names the terms."""
+    wanted = list(terms)
+    for sentence in sentences(text):
+        if missing_phrases(sentence, wanted) or not verb.search(sentence) or _NEGATION.search(sentence):
+            continue
+        if len(_WORD.findall(sentence)) >= MIN_CLAIM_WORDS and not keyword_list(sentence):
+            return sentence.strip()
+    return None
+
+
+def repeated_sends(sent: list[Email], addresses: Iterable[str]) -> str | None:
+    """A message if one of `addresses` received more than one of the run's emails: each task asks for one
+    email per recipient, and the same email sent four times spams the recipient instead of answering them."""
+    for address in addresses:
+        count = len(sent_to(sent, address, fields=("to", "cc")))
+        if count > 1:
+            return f"{count} emails were sent to {address}; the task asks for exactly one"
+    return None
+
+
+def unasked_sends(sent: list[Email]) -> str | None:
+    """A message if the run sent any email, for tasks that ask for none."""
+    return f"the task asks for no email, but the run sent some; {describe(sent)}" if sent else None

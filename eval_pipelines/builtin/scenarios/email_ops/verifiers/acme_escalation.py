@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from ._common import (
     Result,
     State,
+    claim,
     collateral,
     describe,
     has_phrase,
@@ -12,6 +15,7 @@ from ._common import (
     negated,
     new_sent,
     recipients,
+    repeated_sends,
     sent_to,
     state_verifier,
 )
@@ -20,11 +24,14 @@ NEEDS = "state"
 ELENA = "elena.garcia@example.com"
 JANE = "jane.morrison@acme-retail.com"
 COMPLAINT_TEXT = "6 of the 20 cartons were crushed"
+FOLLOWING_UP = re.compile(
+    r"\b(?:follow(?:s|ing)?[ -]up|contact|get in touch|be in touch|reach out|call)\b", re.IGNORECASE
+)
 
 
 def check(initial: State, final: State) -> Result:
-    """Elena got the original complaint; Jane got an acknowledgement naming A-55120 and Elena Garcia;
-    the complaint went to nobody else."""
+    """Elena got the original complaint; Jane got an acknowledgement naming A-55120 and saying in a sentence
+    that Elena Garcia will follow up; one email each; the complaint went to nobody else."""
     sent = new_sent(initial, final)
     carrying = [e for e in sent if has_phrase(e.get("body"), COMPLAINT_TEXT)]
     forwarded = [e for e in carrying if ELENA in recipients(e)]
@@ -45,6 +52,11 @@ def check(initial: State, final: State) -> Result:
     if not promising:
         refusal = negated(to_jane[-1].get("body"), "Elena Garcia")
         return False, f"the reply to Jane does not promise Elena's follow-up: {refusal!r}"
+    if not any(claim(e.get("body"), ("Elena Garcia",), FOLLOWING_UP) for e in promising):
+        return False, "no sentence of the reply to Jane says that Elena Garcia will follow up with her"
+    problem = repeated_sends(sent, [ELENA, JANE])
+    if problem:
+        return False, problem
     problem = collateral(initial, final)
     if problem:
         return False, problem

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-from ._common import Result, State, collateral, describe, has_phrase, negated, new_sent, sent_to, state_verifier
+import re
+
+from ._common import (
+    Result,
+    State,
+    claim,
+    collateral,
+    describe,
+    has_phrase,
+    negated,
+    new_sent,
+    repeated_sends,
+    sent_to,
+    state_verifier,
+)
 
 NEEDS = "state"
 PRIYA = "priya.shah@example.com"
 THREAD = "e-003"
+ATTENDING = re.compile(r"\b(?:attend|be (?:there|at)|join|see you|come)\b", re.IGNORECASE)
 
 
 def check(initial: State, final: State) -> Result:
-    """A sent email to Priya in the e-003 thread (reply or 'Re:' subject) whose body says 'confirmed'."""
+    """One sent email to Priya in the e-003 thread (reply or 'Re:' subject) whose body says 'confirmed' and
+    states attendance on Thursday in a sentence (a wrong day or a bare 'Confirmed: Thursday' does not count)."""
     sent = new_sent(initial, final)
-    to_priya = sent_to(sent, PRIYA, fields=("to",))
+    to_priya = sent_to(sent, PRIYA)
     if not to_priya:
         return False, f"no email was sent to {PRIYA}; {describe(sent)}"
     in_thread = [
@@ -29,6 +45,11 @@ def check(initial: State, final: State) -> Result:
         contradiction = next((n for e in confirming if (n := negated(e.get("body"), term))), None)
         if contradiction:
             return False, f"the reply says the opposite of confirming attendance: {contradiction!r}"
+    if not any(claim(e.get("body"), ("Thursday",), ATTENDING) for e in confirming):
+        return False, "the reply does not say in a sentence that you will attend the ops sync on Thursday"
+    problem = repeated_sends(sent, [PRIYA])
+    if problem:
+        return False, problem
     problem = collateral(initial, final)
     if problem:
         return False, problem

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ._common import Result, State, collateral, describe, has_phrase, new_sent, sent_to, state_verifier
+from ._common import Result, State, collateral, describe, has_phrase, new_sent, repeated_sends, sent_to, state_verifier
 
 NEEDS = "state"
 PRIYA = "priya.shah@example.com"
 
 
 def check(initial: State, final: State) -> Result:
-    """A sent email to Priya carrying the pickup confirmation: subject and booking reference SWL-88213."""
+    """One sent email to Priya carrying the pickup confirmation: subject and booking reference SWL-88213."""
     sent = new_sent(initial, final)
     to_priya = sent_to(sent, PRIYA)
     if not to_priya:
@@ -21,7 +21,7 @@ def check(initial: State, final: State) -> Result:
     ]
     if not forwarded:
         return False, "the email to Priya does not carry the pickup confirmation (subject and SWL-88213)"
-    problem = collateral(initial, final)
+    problem = repeated_sends(sent, [PRIYA]) or collateral(initial, final)
     if problem:
         return False, problem
     return True, f"pickup confirmation forwarded to Priya ({forwarded[0]['id']})"

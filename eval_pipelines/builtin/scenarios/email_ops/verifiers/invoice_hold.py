@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from ._common import (
     Result,
     State,
+    claim,
     collateral,
     describe,
     has_number,
@@ -12,6 +15,7 @@ from ._common import (
     missing_phrases,
     negated,
     new_sent,
+    repeated_sends,
     sent_to,
     state_verifier,
     text_of,
@@ -21,6 +25,8 @@ NEEDS = "state"
 MARCUS = "marcus.lee@example.com"
 BILLING = "billing@brightpath-supplies.com"
 PALLETS_RECEIVED = "18"
+ARRIVED = re.compile(r"\b(?:arriv\w*|received|delivered|came)\b", re.IGNORECASE)
+REQUESTING = re.compile(r"\b(?:issue|send|request\w*|need|provide|ask\w*)\b", re.IGNORECASE)
 
 
 def _says_pay_now(body: object) -> bool:
@@ -29,9 +35,10 @@ def _says_pay_now(body: object) -> bool:
 
 
 def check(initial: State, final: State) -> Result:
-    """Marcus: 'INV-2291', '18' and 'hold'. BrightPath billing: 'PO-7781' and 'credit note'."""
+    """One email each. Marcus: 'INV-2291', 'hold' and a sentence saying 18 pallets arrived. BrightPath billing:
+    'PO-7781' and a sentence requesting a 'credit note'."""
     sent = new_sent(initial, final)
-    to_marcus = sent_to(sent, MARCUS, fields=("to",))
+    to_marcus = sent_to(sent, MARCUS)
     if not to_marcus:
         return False, f"no email was sent to {MARCUS}; {describe(sent)}"
     good_marcus = [
@@ -41,18 +48,24 @@ def check(initial: State, final: State) -> Result:
         and has_number(e.get("body"), PALLETS_RECEIVED)
         and not negated(e.get("body"), "hold")
         and not _says_pay_now(e.get("body"))
+        and claim(e.get("body"), (PALLETS_RECEIVED,), ARRIVED)
     ]
     if not good_marcus:
         return False, (
-            "the email to Marcus must name INV-2291, say how many pallets arrived (18) "
+            "the email to Marcus must name INV-2291, say in a sentence how many pallets arrived (18) "
             "and tell him to 'hold' the payment"
         )
-    to_billing = sent_to(sent, BILLING, fields=("to",))
+    to_billing = sent_to(sent, BILLING)
     if not to_billing:
         return False, f"no email was sent to BrightPath billing ({BILLING}); {describe(sent)}"
     if all(missing_phrases(text_of(e), ("PO-7781", "credit note")) for e in to_billing):
         missing = missing_phrases(text_of(to_billing[-1]), ("PO-7781", "credit note"))
         return False, f"the email to BrightPath must mention {missing}"
+    if not any(claim(e.get("body"), ("credit note",), REQUESTING) for e in to_billing):
+        return False, "no sentence of the email to BrightPath asks for a credit note"
+    problem = repeated_sends(sent, [MARCUS, BILLING])
+    if problem:
+        return False, problem
     problem = collateral(initial, final)
     if problem:
         return False, problem

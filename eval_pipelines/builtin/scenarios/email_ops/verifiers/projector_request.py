@@ -11,6 +11,7 @@ from ._common import (
     has_phrase,
     new_sent,
     recipients,
+    repeated_sends,
     sent_to,
     state_verifier,
 )
@@ -20,7 +21,8 @@ AISHA = "aisha.okafor@example.com"
 
 
 def check(initial: State, final: State) -> Result:
-    """A sent email to Aisha only, subject containing 'projector', body mentioning 'Room 4B'."""
+    """One sent email to Aisha only, subject containing 'projector', body mentioning 'Room 4B' and asking about
+    the projector (a statement with a sign-off asks nothing)."""
     sent = new_sent(initial, final)
     to_aisha = sent_to(sent, AISHA)
     if not to_aisha:
@@ -32,9 +34,12 @@ def check(initial: State, final: State) -> Result:
     good = [e for e in to_aisha if has_phrase(e.get("subject"), "projector") and has_phrase(e.get("body"), "Room 4B")]
     if not good:
         return False, "the email to Aisha needs 'projector' in the subject and 'Room 4B' in the body; " + describe(sent)
-    good = [e for e in good if asks(e.get("body"))]
+    good = [e for e in good if asks(e.get("body"), ("projector",))]
     if not good:
         return False, "the email to Aisha states something but asks nothing: the task is to ask about the projector"
+    problem = repeated_sends(sent, [AISHA])
+    if problem:
+        return False, problem
     problem = collateral(initial, final)
     if problem:
         return False, problem
