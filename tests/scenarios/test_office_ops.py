@@ -22,11 +22,13 @@ from eval_pipelines.toolservers.records import RecordsServer
 from tests.scenarios.replay import (
     Action,
     Verifiers,
+    assert_second_round_fails,
     assert_verdicts,
     assert_verifiers_import_without_eval_pipelines,
     reference_actions,
     replay,
     run_verifiers,
+    second_round,
     standalone_verifiers,
 )
 
@@ -356,6 +358,183 @@ ADVERSARIAL_VARIANTS: dict[str, list[Action]] = {
         ("files", "run_command", {"command": "sh scripts/check_config.sh"}),
     ],
 }
+
+
+#: the tools whose reference calls are repeated for each task's duplicate-sends variant (the right email,
+#: event, ticket or comment, made twice); tasks whose reference only updates or writes in place are absent.
+DUPLICATE_SENDS: dict[str, tuple[str, ...]] = {
+    "office_ops_002": ("create_event",),
+    "office_ops_005": ("create_ticket",),
+    "office_ops_006": ("send_email",),
+    "office_ops_007": ("add_comment",),
+    "office_ops_009": ("reply_to_email", "add_comment"),
+}
+
+_LICENCES = "DeskBooker: 240\nFigma: 540\nSlack: 680\nZoom: 450\n1Password: 340\nTOTAL: 2250\n"
+_URGENT_OPEN = (
+    "- TKT-2005: Shared drive almost full\n"
+    "- TKT-2001: Badge reader at the main entrance rejects cards\n"
+    "- TKT-2004: Laptop setup for new starter Leo Martin\n"
+    "- TKT-2009: Phishing email reported by finance\n"
+)
+_DEMO_ATTENDEES = "grace.liu@example.com, ben.clarke@example.com"
+_DEMO_SUBJECT = "Vendor demo: DeskBooker clashes with the all-hands"
+
+#: the second round, beside the duplicate sends: the kinds that apply to each task (replay.SECOND_ROUND_KINDS).
+SECOND_ROUND_VARIANTS: dict[str, dict[str, list[Action]]] = {
+    # Omar named in a comment, the assignee field left empty
+    "office_ops_001": {
+        "recipients in the wrong fields": [
+            (
+                "records",
+                "add_comment",
+                {
+                    "ticket_id": "TKT-2002",
+                    "author": "agent@example.com",
+                    "body": "Assigned to omar.haddad@example.com.",
+                },
+            ),
+            ("records", "update_ticket", {"ticket_id": "TKT-2002", "status": "in_progress"}),
+        ],
+    },
+    # the invitees named in the location, nobody invited
+    "office_ops_002": {
+        "recipients in the wrong fields": [
+            (
+                "calendar",
+                "create_event",
+                {
+                    "calendar_uid": "work",
+                    "title": "Q2 planning review",
+                    "start": "2025-03-18T14:00:00Z",
+                    "end": "2025-03-18T15:00:00Z",
+                    "location": "Room 2B (nina.patel@example.com, grace.liu@example.com)",
+                    "attendees": [],
+                },
+            )
+        ],
+    },
+    "office_ops_003": {
+        "duplicate sends": [("files", "write_file", {"path": "reports/licence_summary.txt", "content": _LICENCES * 2})],
+        "keyword list": [
+            (
+                "files",
+                "write_file",
+                {
+                    "path": "reports/licence_summary.txt",
+                    "content": "DeskBooker, Figma, Slack, Zoom, 1Password\nTOTAL: 2250\n",
+                },
+            )
+        ],
+    },
+    # both events in Room 2B, and copies of them created there too
+    "office_ops_004": {
+        "duplicate sends": [
+            ("calendar", "update_event", {"event_id": "evt-0104", "location": "Room 2B"}),
+            ("calendar", "update_event", {"event_id": "evt-0105", "location": "Room 2B"}),
+            (
+                "calendar",
+                "create_event",
+                {
+                    "calendar_uid": "work",
+                    "title": "Copy",
+                    "start": "2025-03-20T09:00:00Z",
+                    "end": "2025-03-20T10:00:00Z",
+                    "location": "Room 2B",
+                },
+            ),
+        ],
+    },
+    "office_ops_005": {
+        "recipients in the wrong fields": [
+            (
+                "records",
+                "create_ticket",
+                {
+                    "title": "Wi-Fi drops every few minutes in the east wing",
+                    "description": "The Wi-Fi in the east wing drops every few minutes.",
+                    "requester": "omar.haddad@example.com",
+                    "priority": "urgent",
+                    "assignee": "sofia.rossi@example.com",
+                    "tags": ["network"],
+                },
+            )
+        ],
+    },
+    "office_ops_006": {
+        "statement with a sign-off": [
+            (
+                "email",
+                "send_email",
+                {
+                    "to": _DEMO_ATTENDEES,
+                    "subject": _DEMO_SUBJECT,
+                    "body": "The DeskBooker demo clashes with the all-hands, so it moves to Thursday 20 March at "
+                    "11:00. Let me know if you have any questions.",
+                },
+            )
+        ],
+        "keyword list": [
+            (
+                "email",
+                "send_email",
+                {"to": _DEMO_ATTENDEES, "subject": _DEMO_SUBJECT, "body": "all-hands, Thursday, 11:00"},
+            )
+        ],
+    },
+    "office_ops_008": {
+        "duplicate sends": [
+            ("files", "write_file", {"path": "reports/urgent_open.md", "content": _URGENT_OPEN + _URGENT_OPEN})
+        ],
+        "keyword list": [
+            ("files", "write_file", {"path": "reports/urgent_open.md", "content": "TKT-2005, TKT-2001, TKT-2004"})
+        ],
+    },
+    # resolved and commented; Grace told she can log in at some later point
+    "office_ops_009": {
+        "wrong answer without a negation word": [
+            ("records", "update_ticket", {"ticket_id": "TKT-2006", "status": "resolved"}),
+            ("records", "add_comment", {"ticket_id": "TKT-2006", "author": "agent@example.com", "body": "Informed."}),
+            (
+                "email",
+                "reply_to_email",
+                {"email_id": "m-002", "body": "Hi Grace, TKT-2006 is still with IT; once it is fixed you can log in."},
+            ),
+        ],
+    },
+    # the typo left in place, a second, correct timezone line added below it
+    "office_ops_010": {
+        "duplicate sends": [
+            ("files", "run_command", {"command": "sh scripts/check_config.sh"}),
+            (
+                "files",
+                "write_file",
+                {
+                    "path": "config/app.ini",
+                    "content": "[app]\nname = office-portal\ntimezone = Europe/Berln\ntimezone = Europe/Berlin\n"
+                    "locale = en_GB\nmax_upload_mb = 25\n",
+                },
+            ),
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize("task_id", sorted(WRONG_VARIANTS))
+def test_second_round_variants_fail(
+    task_id: str, scenario: ScenarioFiles, verifiers: Verifiers, http: httpx.Client, host_url: str
+) -> None:
+    task = scenario.task(task_id)
+    replays = {
+        kind: _replay(http, host_url, scenario, task, actions)
+        for kind, actions in second_round(task, SECOND_ROUND_VARIANTS, DUPLICATE_SENDS).items()
+    }
+    assert_second_round_fails(verifiers, task, replays)
+
+
+def test_second_round_covers_every_task(scenario: ScenarioFiles) -> None:
+    for task in scenario.tasks().values():
+        assert second_round(task, SECOND_ROUND_VARIANTS, DUPLICATE_SENDS)
 
 
 def test_every_task_has_an_adversarial_variant(scenario: ScenarioFiles) -> None:

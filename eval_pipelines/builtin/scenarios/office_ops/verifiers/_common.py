@@ -173,6 +173,23 @@ _NEGATION = re.compile(
 )
 
 
+# A sign-off ("let me know if you have questions") ends a statement; it proposes or asks nothing.
+_SIGN_OFF = re.compile(
+    r"\bif you (?:have|need) (?:any )?(?:questions?|help|anything)\b|\bany (?:other |further |more )?questions\b"
+    r"|\bdon't hesitate\b|\bfeel free\b|\bhappy to help\b",
+    re.IGNORECASE,
+)
+_GREETING = re.compile(r"^(?:hi|hello|hey|dear)\b[^,]*,\s*", re.IGNORECASE)
+_PROPOSAL = re.compile(
+    r"^(?:could|can|would|will|shall|should|may|is|are|does|do|how|what)\b"
+    r"|\b(?:propos\w*|suggest\w*|how about|what about)\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[^\W_]+(?:['-][^\W_]+)*")
+#: a claim is a sentence, not a handful of keywords
+MIN_CLAIM_WORDS = 6
+
+
 def sentences(text: Any) -> list[str]:
     return [s for s in re.split(r"(?<=[.!?;:])\s+|\n+|\s+-\s+", str(text or "")) if s.strip()]
 
@@ -181,3 +198,40 @@ def negated(text: Any, term: str) -> str | None:
     """The first sentence that mentions `term` and negates it, or None."""
     wanted = norm(term)
     return next((s.strip() for s in sentences(text) if wanted in norm(s) and _NEGATION.search(s)), None)
+
+
+def proposes(text: Any, topics: Iterable[str]) -> bool:
+    """Whether a sentence about one of `topics` proposes or asks ("could we move ...", "I suggest ...") rather
+    than announcing; a sign-off after a statement does not count."""
+    for sentence in sentences(text):
+        sentence = _GREETING.sub("", sentence.strip())
+        if _SIGN_OFF.search(sentence) or not any(has_phrase(sentence, t) for t in topics):
+            continue
+        if _PROPOSAL.search(sentence):
+            return True
+    return False
+
+
+def keyword_list(sentence: str) -> bool:
+    """Fragments of a word or two separated by commas, slashes or semicolons: keywords listed, nothing said."""
+    fragments = [f for f in re.split(r"[,;/|]+", sentence) if f.strip()]
+    short = [f for f in fragments if len(_WORD.findall(f)) <= 2]
+    return len(fragments) >= 3 and len(short) * 3 >= len(fragments) * 2
+
+
+def claim(text: Any, terms: Iterable[str], verb: re.Pattern[str]) -> str | None:
+    """The first sentence that states something with every one of `terms`: it has a `verb`, no negation, at
+    least MIN_CLAIM_WORDS words, and is not a keyword list. None when the text only names the terms."""
+    wanted = list(terms)
+    for sentence in sentences(text):
+        if missing_phrases(sentence, wanted) or not verb.search(sentence) or _NEGATION.search(sentence):
+            continue
+        if len(_WORD.findall(sentence)) >= MIN_CLAIM_WORDS and not keyword_list(sentence):
+            return sentence.strip()
+    return None
+
+
+def repeated(found: list[Any], noun: str) -> str | None:
+    """A message if the run made more than one of what the task asks for once (an email, a comment): the
+    right thing done four times is a duplicate the recipient sees four times."""
+    return f"{len(found)} {noun} were made; the task asks for exactly one" if len(found) > 1 else None

@@ -13,7 +13,9 @@ from ._common import (
     missing_phrases,
     new_sent,
     norm,
+    proposes,
     recipients,
+    repeated,
     state_verifier,
 )
 
@@ -23,8 +25,9 @@ PHRASES = ("all-hands", "Thursday", "11:00")
 
 
 def check(calendar: Pair, mailbox: Pair) -> Result:
-    """One email to exactly the demo's attendees (other than the agent), naming the demo in the subject and
-    mentioning the all-hands and the proposed Thursday 11:00; no email to anyone else; calendar untouched."""
+    """One email to exactly the demo's attendees (other than the agent), naming the demo in the subject,
+    mentioning the all-hands and proposing Thursday 11:00 (not announcing it);
+    no email to anyone else; calendar untouched."""
     demo = items(calendar[0], "events").get(DEMO)
     if demo is None:
         return False, f"{DEMO} is not in the seeded calendar state"
@@ -48,6 +51,11 @@ def check(calendar: Pair, mailbox: Pair) -> Result:
         if not has_phrase(email.get("subject"), "vendor demo"):
             missing = ["'Vendor demo' in the subject", *missing]
         return False, f"the email to the demo's attendees lacks {missing}"
+    if not any(proposes(e.get("body"), ("Thursday", "11:00")) for e in good):
+        return False, "the email announces the move instead of proposing Thursday 11:00 (a question or a proposal)"
+    problem = repeated(to_them, "emails to the demo's attendees")
+    if problem:
+        return False, problem
     if calendar[1] != calendar[0]:
         return False, "the calendar was changed, but the task said to leave it unchanged"
     problem = mailbox_collateral(mailbox)

@@ -12,6 +12,7 @@ from ._common import (
     items,
     new_comments,
     norm,
+    repeated,
     state_verifier,
     unchanged_except,
 )
@@ -24,7 +25,7 @@ START, END = "2025-03-19T15:30:00Z", "2025-03-19T16:00:00Z"
 
 def check(records: Pair, calendar: Pair) -> Result:
     """A 'Laptop setup' event 15:30-16:00 UTC on 19 March in 'work' inviting the ticket's requester and
-    assignee; a comment by the agent on TKT-2004 giving 15:30; the ticket in progress; nothing else changed."""
+    assignee; one comment by the agent on TKT-2004 giving 15:30; the ticket in progress; nothing else changed."""
     ticket_before = items(records[0], "tickets").get(TICKET)
     ticket_after = items(records[1], "tickets").get(TICKET)
     if ticket_before is None or ticket_after is None:
@@ -50,6 +51,9 @@ def check(records: Pair, calendar: Pair) -> Result:
     comments = [c for c in new_comments(records, TICKET) if norm(c.get("author")) == ACCOUNT]
     if not any("15:30" in str(c.get("body", "")) for c in comments):
         return False, f"no comment by {ACCOUNT} on {TICKET} gives the start time 15:30"
+    problem = repeated(comments, f"comments on {TICKET}")
+    if problem:
+        return False, problem
     if ticket_after.get("status") != "in_progress":
         return False, f"{TICKET} has status {ticket_after.get('status')!r}, expected 'in_progress'"
     drift = unchanged_except(ticket_before, ticket_after, ("status",))

@@ -32,7 +32,7 @@ def reported(text: str) -> dict[str, float]:
 
 
 def check(files: Pair) -> Result:
-    """Every vendor's total and the TOTAL line match the seeded CSV; the CSV itself is untouched."""
+    """Every vendor's total and the TOTAL line match the seeded CSV, each on one line; the CSV is untouched."""
     source = file_text(files[0], SOURCE)
     if source is None:
         return False, f"{SOURCE} is not in the seeded workspace state"
@@ -44,6 +44,10 @@ def check(files: Pair) -> Result:
     for vendor, total in expected.items():
         if lines.get(vendor) != total:
             return False, f"{REPORT}: the total for {vendor!r} is {lines.get(vendor)}, expected {total}"
+    names = [norm(m.group("name")) for line in text.splitlines() if (m := _LINE.match(line))]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        return False, f"{REPORT} has more than one line for {twice}; the report lists each once"
     grand = sum(expected.values())
     if lines.get("total") != grand:
         return False, f"{REPORT}: TOTAL is {lines.get('total')}, expected {grand}"

@@ -13,7 +13,7 @@ _TICKET_ID = re.compile(r"\bTKT-\d+\b", re.I)
 
 def check(records: Pair, files: Pair) -> Result:
     """The report names every ticket that is open or in progress with priority high or urgent (computed from
-    the seeded tickets) and no other; tickets and existing files untouched."""
+    the seeded tickets), each once, and no other; tickets and existing files untouched."""
     expected = {
         key
         for key, t in items(records[0], "tickets").items()
@@ -24,7 +24,11 @@ def check(records: Pair, files: Pair) -> Result:
     text = file_text(files[1], REPORT)
     if text is None:
         return False, f"{REPORT} was not written"
-    listed = {m.upper() for m in _TICKET_ID.findall(text)}
+    mentions = [m.upper() for m in _TICKET_ID.findall(text)]
+    listed = set(mentions)
+    twice = sorted({key for key in listed if mentions.count(key) > 1})
+    if twice:
+        return False, f"{REPORT} lists {twice} more than once; one line per ticket"
     if listed - expected:
         return (
             False,
