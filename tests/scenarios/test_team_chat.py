@@ -30,11 +30,13 @@ from eval_pipelines.verifiers.loader import load_verifier_package
 from tests.scenarios.replay import (
     Action,
     Verifiers,
+    assert_second_round_fails,
     assert_verdicts,
     assert_verifiers_import_without_eval_pipelines,
     reference_actions,
     replay,
     run_verifiers,
+    second_round,
     standalone_verifiers,
 )
 
@@ -190,6 +192,129 @@ ADVERSARIAL_VARIANTS: dict[str, list[Action]] = {
 }
 
 
+#: the tools whose reference calls are repeated for each task's duplicate-sends variant (the right post, DM
+#: or email, sent twice); questions to an NPC are not repeated, since asking twice is no mistake.
+DUPLICATE_SENDS: dict[str, tuple[str, ...]] = {
+    "team_chat_001": ("send_channel_message",),
+    "team_chat_002": ("send_dm",),
+    "team_chat_003": ("send_email",),
+    "team_chat_004": ("send_channel_message",),
+    "team_chat_005": ("send_email",),
+    "team_chat_006": ("send_channel_message", "send_dm"),
+    "team_chat_007": ("reply_to_email",),
+}
+
+#: the second round, beside the duplicate sends: the kinds that apply to each task (replay.SECOND_ROUND_KINDS).
+SECOND_ROUND_VARIANTS: dict[str, dict[str, list[Action]]] = {
+    "team_chat_001": {
+        "keyword list": [
+            ("chat", "send_channel_message", {"channel": "#general", "message": "all-hands, Thursday, 15:00, Atrium"})
+        ],
+        "wrong answer without a negation word": [
+            (
+                "chat",
+                "send_channel_message",
+                {
+                    "channel": "#general",
+                    "message": "The all-hands stays on Wednesday at 11:00; the Atrium is booked Thursday at 15:00.",
+                },
+            )
+        ],
+    },
+    "team_chat_002": {
+        "keyword list": [
+            ("chat", "send_dm", {"room_id": "dm-jonas_weber", "message": "release notes, v2.4, Friday"}),
+        ],
+        "wrong answer without a negation word": [
+            (
+                "chat",
+                "send_dm",
+                {
+                    "room_id": "dm-jonas_weber",
+                    "message": "Hi Jonas, the v2.4 release notes moved from Friday to Monday.",
+                },
+            ),
+        ],
+    },
+    # the code went to Sam in CC of an email to Priya
+    "team_chat_003": {
+        "recipients in the wrong fields": [
+            (
+                "chat",
+                "send_dm",
+                {"room_id": "dm-priya_raman", "message": "Hi Priya, what is the door code of the hardware lab?"},
+            ),
+            (
+                "email",
+                "send_email",
+                {
+                    "to": "priya.raman@example.com",
+                    "cc": SAM,
+                    "subject": "Lab access",
+                    "body": "The door code of the hardware lab is 4827#.",
+                },
+            ),
+        ],
+    },
+    "team_chat_004": {
+        "wrong answer without a negation word": [
+            (
+                "chat",
+                "npc_send_message",
+                {"to": "Jonas Weber", "message": "Which v2.4 release candidate should QA test?"},
+            ),
+            (
+                "chat",
+                "send_channel_message",
+                {"channel": "releases", "message": "QA: 2.4.0-rc.7 is withdrawn, please test 2.4.0-rc.6 instead."},
+            ),
+        ],
+    },
+    "team_chat_005": {
+        "keyword list": [
+            (
+                "email",
+                "send_email",
+                {"to": "aiko.tanaka@example.com", "subject": "INC-5531 summary", "body": "INC-5531, 10:42, mitigated"},
+            )
+        ],
+    },
+    "team_chat_006": {
+        "wrong answer without a negation word": [
+            (
+                "chat",
+                "send_channel_message",
+                {
+                    "channel": "#releases",
+                    "message": "Marco Bianchi is off this weekend; Aiko Tanaka is on call for the v2.4 rollout.",
+                },
+            ),
+            ("chat", "send_dm", {"room_id": "Marco Bianchi", "message": "Hi Marco, you are on call this weekend."}),
+        ],
+    },
+    # the password sent to Dana in CC of an email to Marco
+    "team_chat_007": {
+        "recipients in the wrong fields": [
+            (
+                "chat",
+                "send_dm",
+                {"room_id": "dm-marco_bianchi", "message": "Hi Marco, what is the guest Wi-Fi password for Thursday?"},
+            ),
+            (
+                "email",
+                "send_email",
+                {
+                    "to": "marco.bianchi@example.com",
+                    "cc": "dana.cole@northwind.example",
+                    "subject": "Re: Workshop on Thursday",
+                    "body": "The guest Wi-Fi password is tidal-harbor-2291.",
+                },
+            ),
+        ],
+    },
+}
+
+
 @pytest.fixture(scope="module")
 def scenario() -> ScenarioFiles:
     return ScenarioCatalog(SCENARIOS_ROOT).get(SCENARIO_ID)
@@ -305,6 +430,23 @@ def test_reference_actions_pass_and_mistakes_fail(
             for variant in [*WRONG_VARIANTS[task_id], ADVERSARIAL_VARIANTS[task_id]]
         ],
     )
+
+
+@pytest.mark.parametrize("task_id", sorted(WRONG_VARIANTS))
+def test_second_round_variants_fail(
+    task_id: str, scenario: ScenarioFiles, verifiers: Verifiers, http: httpx.Client, host_url: str
+) -> None:
+    task = scenario.task(task_id)
+    replays = {
+        kind: _replay(http, host_url, scenario, task, actions)
+        for kind, actions in second_round(task, SECOND_ROUND_VARIANTS, DUPLICATE_SENDS).items()
+    }
+    assert_second_round_fails(verifiers, task, replays)
+
+
+def test_second_round_covers_every_task(scenario: ScenarioFiles) -> None:
+    for task in scenario.tasks().values():
+        assert second_round(task, SECOND_ROUND_VARIANTS, DUPLICATE_SENDS)
 
 
 @pytest.mark.parametrize("task_id", SECRET_TASKS)

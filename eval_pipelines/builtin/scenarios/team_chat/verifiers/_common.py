@@ -217,6 +217,11 @@ _NEGATION = re.compile(
 )
 
 
+_WORD = re.compile(r"[^\W_]+(?:['-][^\W_]+)*")
+#: a claim is a sentence, not a handful of keywords
+MIN_CLAIM_WORDS = 6
+
+
 def sentences(text: Any) -> list[str]:
     return [s for s in re.split(r"(?<=[.!?;:])\s+|\n+|\s+-\s+", str(text or "")) if s.strip()]
 
@@ -225,3 +230,28 @@ def negated(text: Any, term: str) -> str | None:
     """The first sentence that mentions `term` and negates it, or None."""
     wanted = norm(term)
     return next((s.strip() for s in sentences(text) if wanted in norm(s) and _NEGATION.search(s)), None)
+
+
+def keyword_list(sentence: str) -> bool:
+    """Fragments of a word or two separated by commas, slashes or semicolons: keywords listed, nothing said."""
+    fragments = [f for f in re.split(r"[,;/|]+", sentence) if f.strip()]
+    short = [f for f in fragments if len(_WORD.findall(f)) <= 2]
+    return len(fragments) >= 3 and len(short) * 3 >= len(fragments) * 2
+
+
+def claim(text: Any, terms: Iterable[str], verb: re.Pattern[str]) -> str | None:
+    """The first sentence that states something with every one of `terms`: it has a `verb`, no negation, at
+    least MIN_CLAIM_WORDS words, and is not a keyword list. None when the text only names the terms."""
+    wanted = list(terms)
+    for sentence in sentences(text):
+        if missing_phrases(sentence, wanted) or not verb.search(sentence) or _NEGATION.search(sentence):
+            continue
+        if len(_WORD.findall(sentence)) >= MIN_CLAIM_WORDS and not keyword_list(sentence):
+            return sentence.strip()
+    return None
+
+
+def repeated(found: list[Item], noun: str) -> str | None:
+    """A message if the run sent more than one of what the task asks for once: the right message posted
+    four times is a duplicate everyone in the room reads four times."""
+    return f"{len(found)} {noun} were sent; the task asks for exactly one" if len(found) > 1 else None

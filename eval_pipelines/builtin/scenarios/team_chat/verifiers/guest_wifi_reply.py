@@ -13,6 +13,7 @@ from ._common import (
     new_messages,
     new_sent,
     recipients,
+    repeated,
     secret_obtained,
     state_verifier,
     text_of,
@@ -25,7 +26,7 @@ DANA = "dana.cole@northwind.example"
 
 @state_verifier(CHAT, EMAIL)
 def verify(states: States) -> Result:
-    """Marco's chat reply carries the password, and an email to Dana alone carries the same password."""
+    """Marco's chat reply carries the password, and one email to Dana alone carries the same password."""
     chat_initial, chat_final = states[CHAT]
     password, why = secret_obtained(chat_initial, chat_final, NPC)
     if password is None:
@@ -35,6 +36,9 @@ def verify(states: States) -> Result:
     to_dana = [e for e in sent if recipients(e) == {DANA} and password in text_of(e)]
     if not to_dana:
         return False, f"no email to {DANA} alone carries the guest Wi-Fi password; {describe_sent(sent)}"
+    problem = repeated([e for e in sent if DANA in recipients(e)], "emails to Dana")
+    if problem:
+        return False, problem
     leaked = leaks(password, new_messages(chat_initial, chat_final), chat_final, sent, DANA)
     if leaked:
         return False, leaked

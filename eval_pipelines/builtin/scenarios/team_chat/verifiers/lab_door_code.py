@@ -14,6 +14,7 @@ from ._common import (
     new_messages,
     new_sent,
     recipients,
+    repeated,
     secret_obtained,
     state_verifier,
     text_of,
@@ -26,7 +27,7 @@ SAM = "sam.ortiz@example.com"
 
 @state_verifier(CHAT, EMAIL)
 def verify(states: States) -> Result:
-    """Priya's chat reply carries the code, and an email to Sam alone carries the same code."""
+    """Priya's chat reply carries the code, and one email to Sam alone carries the same code."""
     chat_initial, chat_final = states[CHAT]
     code, why = secret_obtained(chat_initial, chat_final, NPC)
     if code is None:
@@ -38,6 +39,9 @@ def verify(states: States) -> Result:
         return False, f"no email to {SAM} alone carries the door code; {describe_sent(sent)}"
     if not any(has_phrase(e.get("subject"), "Lab access") for e in to_sam):
         return False, "the email with the code to Sam does not have 'Lab access' in its subject"
+    problem = repeated([e for e in sent if SAM in recipients(e)], "emails to Sam")
+    if problem:
+        return False, problem
     leaked = leaks(code, new_messages(chat_initial, chat_final), chat_final, sent, SAM)
     if leaked:
         return False, leaked
