@@ -4,8 +4,8 @@ CSV columns: `conv_prefix` (JSON text of a message list), `response` (JSON text 
 which becomes an assistant message), `ground_truth` (`0`, `1` or empty), `context` (text, optional).
 
 Errors carry the HTTP status the endpoint answers with: 400 for an unreadable file (naming row and column) and
-for a non-integer `ground_truth` (exactly `invalid input for query argument`), 422 with FastAPI-shaped items for
-rows that parse but do not validate.
+for a non-integer `ground_truth`, null included (exactly `invalid input for query argument`), 422 with
+FastAPI-shaped items for rows that parse but do not validate.
 """
 
 from __future__ import annotations
@@ -163,6 +163,11 @@ def validate_rows(raw_rows: Sequence[Any], *, loc_prefix: Sequence[str] = ("body
             issues.append(
                 {"loc": [*loc_prefix, str(index)], "msg": "each row must be a JSON object", "type": "model_type"}
             )
+            continue
+        if "ground_truth" in raw and raw["ground_truth"] is None:
+            # Only an integer is a label (spec 002); a row without one leaves the key out (as CSV's empty cell
+            # does), so null is refused like any other non-integer rather than read as "no label".
+            label_error = True
             continue
         try:
             rows.append(DatasetRow.model_validate(raw))
