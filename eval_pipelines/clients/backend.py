@@ -9,18 +9,32 @@ The embedded default is this backend too, against the local service on a loopbac
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
-from eval_pipelines.clients.errors import Conflict, MethodNotAllowed, NotFound, WaitTimeout
+from eval_pipelines.clients.errors import (
+    Conflict,
+    MethodNotAllowed,
+    NotFound,
+    ServiceConnectionError,
+    ServiceUnavailable,
+    WaitTimeout,
+)
 from eval_pipelines.clients.evaluation import EvaluationClientSync
+from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import Rollout, Run, RunLaunchRequest, TerminationReason
 
+logger = logging.getLogger(__name__)
+
 ProgressCallback = Callable[[Rollout], None]
+T = TypeVar("T")
 
 #: max_parallel the service assumes when a launch names none (the local service's default).
 ASSUMED_PARALLEL = 8
@@ -38,13 +52,23 @@ PAGE_SIZE = 500
 #: A run that has pending rollouts and none running for this long is not being executed (its server restarted,
 #: say): it is resumed once per stall.
 STALL_SECONDS = 10.0
+#: How long a call waits for a service it cannot reach (restarting, redeploying, draining) before it fails: the
+#: service keeps the runs it accepted, so the sweep picks them up again rather than failing its step.
+SERVICE_OUTAGE_SECONDS = 300.0
+#: Between two tries to reach a service that is down (each try is itself the client's retries with backoff).
+OUTAGE_POLL_SECONDS = 1.0
+#: What a service that is down or draining raises once the client's own retries are spent.
+SERVICE_DOWN_ERRORS = (ServiceConnectionError, ServiceUnavailable)
 
 
 class EvaluationBackend:
     """The pipeline's view of one evaluation service, through `client` (which it closes).
 
     `local_artifacts(run_id, rollout_id)`: where the service writes a rollout's artifacts, when this process
-    shares its disk (the local service); the collector then reads that file instead of downloading a copy."""
+    shares its disk (the local service); the collector then reads that file instead of downloading a copy.
+
+    Every call waits out a service that cannot be reached for up to `outage_seconds` (0: fail at once), saying
+    so in a warning; `outages` counts the outages waited out."""
 
     def __init__(
         self,
@@ -53,11 +77,49 @@ class EvaluationBackend:
         poll_interval: float = 2.0,
         local_artifacts: Callable[[str, str], Path] | None = None,
         name: str = "http",
+        outage_seconds: float = SERVICE_OUTAGE_SECONDS,
     ) -> None:
         self.client = client
         self.poll_interval = poll_interval
         self.local_artifacts = local_artifacts
         self.name = name
+        self.outage_seconds = outage_seconds
+        self.outages = 0
+        #: seconds spent waiting for the service, over every outage
+        self.outage_waited = 0.0
+
+    @property
+    def url(self) -> str:
+        """The service's address, credentials redacted: the form every message shows."""
+        return redact_url(self.client.client.base_url)
+
+    def _through_outage(self, call: Callable[[], T]) -> T:
+        """`call()`, tried again while the service cannot be reached, for up to `outage_seconds`."""
+        down_since: float | None = None
+        while True:
+            try:
+                answer = call()
+            except SERVICE_DOWN_ERRORS as exc:
+                now = time.monotonic()
+                if down_since is None:
+                    down_since = now
+                    if self.outage_seconds > 0:
+                        logger.warning(
+                            "waiting up to %.0fs for the evaluation service at %s (%s)",
+                            self.outage_seconds,
+                            self.url,
+                            exc,
+                        )
+                if now - down_since >= self.outage_seconds:
+                    raise
+                time.sleep(OUTAGE_POLL_SECONDS)
+                continue
+            if down_since is not None:
+                waited = time.monotonic() - down_since
+                self.outages += 1
+                self.outage_waited += waited
+                logger.warning("the evaluation service at %s answers again after %.0fs", self.url, waited)
+            return answer
 
     def __repr__(self) -> str:
         return f"EvaluationBackend({self.client.client!r})"
@@ -67,7 +129,7 @@ class EvaluationBackend:
 
     def launch_or_resume(self, request: RunLaunchRequest) -> str:
         try:
-            return self.client.launch_run(request).run_id
+            return self._through_outage(partial(self.client.launch_run, request)).run_id
         except Conflict as conflict:
             existing = self.find_run(request.run_name) if request.run_name else None
             run_id = existing.run_id if existing is not None else conflict.existing_run_id
@@ -79,15 +141,15 @@ class EvaluationBackend:
 
     def _resume(self, run_id: str, config: ModelConfig, *, retry_failed: bool) -> None:
         try:
-            self.client.resume_run(run_id, config, retry_failed=retry_failed)
+            self._through_outage(partial(self.client.resume_run, run_id, config, retry_failed=retry_failed))
         except (NotFound, MethodNotAllowed):
-            self.client.get_run(run_id)  # the run exists (else NotFound): the server just has no resume
+            self._through_outage(partial(self.client.get_run, run_id))  # it exists (else NotFound): no resume here
 
     def find_run(self, run_name: str) -> Run | None:
-        return self.client.find_run_by_name(run_name)
+        return self._through_outage(partial(self.client.find_run_by_name, run_name))
 
     def cancel(self, run_id: str) -> int:
-        return self.client.cancel_run(run_id).cancelled_rollouts
+        return self._through_outage(partial(self.client.cancel_run, run_id)).cancelled_rollouts
 
     def complete_run(
         self,
@@ -102,11 +164,14 @@ class EvaluationBackend:
         A run that stops moving (pending rollouts, none running, for `STALL_SECONDS`) or that finished with
         rollouts a server restart interrupted is resumed, so a restarted service finishes what it had accepted.
         `progress` is called once for each rollout that finishes while this call waits. `timeout_seconds` bounds
-        one rollout; the overall deadline allows every wave of `max_parallel` rollouts that much.
+        one rollout; the overall deadline allows every wave of `max_parallel` rollouts that much, plus the time
+        spent waiting for an unreachable service. A service that comes back is told to resume the run at once: a
+        restart interrupted its rollouts, and the keys they need came with the resume.
         """
         # A rollout counts as newly finished when it is terminal with a completion time not seen before this
         # call: that covers rollouts a resume re-queued (they had finished once, as interrupted).
-        run = self.client.get_run(run_id)
+        outages_seen, waited_before = self.outages, self.outage_waited
+        run = self._through_outage(partial(self.client.get_run, run_id))
         finished_before = (
             {r.rollout_id: r.completed_at for page in self.rollout_pages(run_id, PAGE_SIZE) for r in page
              if r.status.is_terminal}
@@ -144,21 +209,25 @@ class EvaluationBackend:
                         reported.add(rollout.rollout_id)
                         progress(rollout)
                 done_listed, listed_at = done, time.monotonic()
+            came_back = self.outages != outages_seen
+            if came_back:
+                outages_seen = self.outages
+                resumed_interrupted = False  # this restart may have interrupted rollouts the last resume ran
             if run.is_finished:
                 # An interrupted rollout is an error (cancelled): without errors, none needs looking for.
                 if resumed_interrupted or not run.errors or not self._interrupted(run_id):
                     return run
                 resumed_interrupted = True
                 self._resume(run_id, request.model_config_, retry_failed=False)
-            elif time.monotonic() - moved_at > STALL_SECONDS:
+            elif came_back or time.monotonic() - moved_at > STALL_SECONDS:
                 moved_at = time.monotonic()
                 self._resume(run_id, request.model_config_, retry_failed=False)
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline + self.outage_waited - waited_before:
                 raise WaitTimeout(
                     f"run {run_id} did not finish in time ({run.pending} pending, {run.running} running)", last=run
                 )
             time.sleep(self.poll_interval)
-            run = self.client.get_run(run_id)
+            run = self._through_outage(partial(self.client.get_run, run_id))
 
     def _interrupted(self, run_id: str) -> bool:
         """Whether a server restart interrupted some of the run's rollouts (a resume runs them again)."""
@@ -169,7 +238,7 @@ class EvaluationBackend:
         )
 
     def list_rollouts(self, run_id: str) -> list[Rollout]:
-        return self.client.list_rollouts(run_id=run_id).rollouts
+        return self._through_outage(partial(self.client.list_rollouts, run_id=run_id)).rollouts
 
     def rollout_pages(
         self, run_id: str, page_size: int, *, completed_after: str | None = None
@@ -179,8 +248,14 @@ class EvaluationBackend:
         without the filter answers every rollout, which the caller sorts out."""
         offset = 0
         while True:
-            answer = self.client.list_rollouts(
-                run_id=run_id, limit=page_size, offset=offset, completed_after=completed_after
+            answer = self._through_outage(
+                partial(
+                    self.client.list_rollouts,
+                    run_id=run_id,
+                    limit=page_size,
+                    offset=offset,
+                    completed_after=completed_after,
+                )
             )
             if len(answer.rollouts) > page_size:  # paging ignored: this is every rollout
                 for start in range(0, len(answer.rollouts), page_size):
@@ -201,7 +276,7 @@ class EvaluationBackend:
 
     def get_artifacts(self, rollout_id: str) -> RunArtifacts | None:
         try:
-            return self.client.get_artifacts(rollout_id).artifacts
+            return self._through_outage(partial(self.client.get_artifacts, rollout_id)).artifacts
         except NotFound:
             return None
 
