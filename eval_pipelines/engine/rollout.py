@@ -41,6 +41,7 @@ from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import (
     MSG_AGENT_FAILED,
     MSG_CANCELLED,
+    MSG_MAX_STEPS,
     MSG_TIMEOUT,
     ErrorClass,
     RolloutPhase,
@@ -69,6 +70,9 @@ from eval_pipelines.verifiers.protocol import combine, verify_task
 NPC_SERVER = ChatServer.name
 
 AgentFactory = Callable[["RolloutSpec", ChatClientPool, asyncio.Event], BaseAgent]
+
+MSG_REFERENCE_AGENT_FAULT = "Internal error of the reference agent (not the model's failure): {error}"
+MSG_MAX_STEPS_FAILS = f"{MSG_MAX_STEPS}: a task passes only with a final answer unless it sets pass_at_max_steps"
 
 
 class RolloutObserver(Protocol):
@@ -363,6 +367,12 @@ class RolloutEngine:
             artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
             return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR, ErrorClass.MODEL_ENDPOINT)
         except Exception as exc:
+            if type(agent) is ToolCallingAgent:
+                # The reference agent is this project's code: what it raises while handling a model's reply
+                # (encoding, serialising, recording) is the harness's fault, and must not count against the model.
+                # A custom agent's own crash (a subclass included) stays the agent's failure.
+                artifacts.set_error(MSG_REFERENCE_AGENT_FAULT.format(error=f"{type(exc).__name__}: {exc}"))
+                return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.INTERNAL)
             artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
             return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR)
         flag_text_tool_call(artifacts)
@@ -416,13 +426,24 @@ class RolloutEngine:
         started: float,
     ) -> RolloutOutcome:
         usage = TokenUsage.model_validate(artifacts.metadata.get(META_USAGE) or {})
-        if ending.status == RolloutStatus.COMPLETED:
+        status = ending.status
+        # The verdicts are kept either way; they only decide the outcome when the agent finished.
+        unfinished = ending.reason == TerminationReason.MAX_STEPS and not spec.task.pass_at_max_steps
+        if ending.status == RolloutStatus.COMPLETED and unfinished:
+            # An agent that never stops (the same email sent four times until the step budget ran out) has not
+            # done the task, even when the final state looks right: its failure, whatever a verifier says.
+            status = RolloutStatus.FAILED
+            verdicts = combine(outcomes)[3] if outcomes else ""
+            message = f"{MSG_MAX_STEPS_FAILS} (verifiers: {verdicts})" if verdicts else MSG_MAX_STEPS_FAILS
+            success, reward, partial = False, 0.0, 0.0
+        elif ending.status == RolloutStatus.COMPLETED:
             success, reward, partial, message = combine(outcomes)
         else:
             success, reward, partial, message = False, 0.0, 0.0, artifacts.error or ending.status.value
         error_class = ending.error_class
         if error_class is None and not success:
-            error_class, cause = _error_behind_failure(artifacts, outcomes)
+            # A verifier without a verdict cannot turn an unfinished rollout into an error: it was decided without one.
+            error_class, cause = _error_behind_failure(artifacts, [] if unfinished else outcomes)
             if cause is not None:
                 message = f"{cause}; {message}" if message else cause
         result = RolloutResult(
@@ -440,9 +461,7 @@ class RolloutEngine:
             termination_reason=ending.reason.value,
             error_class=error_class,
         )
-        return RolloutOutcome(
-            status=ending.status, termination_reason=ending.reason, result=result, artifacts=artifacts
-        )
+        return RolloutOutcome(status=status, termination_reason=ending.reason, result=result, artifacts=artifacts)
 
 
 def _record_usage(artifacts: RunArtifacts, meter: UsageMeter) -> None:

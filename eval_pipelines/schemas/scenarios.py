@@ -134,6 +134,10 @@ class Task(WireModel):
     #: built-in server -> the name a SimLab bundle gave it (`email` -> `email-env`). When set, the task's
     #: verifiers are SimLab's and see SimLab's view of the artifacts (`verifiers/simlab_view.py`).
     simlab_servers: dict[str, str] = Field(default_factory=dict)
+    #: whether a rollout that used up `max_steps` without a final answer may still pass on its verifiers. Off by
+    #: default: an agent that never stops (the same email sent four times) has not done the task, whatever the
+    #: final state looks like.
+    pass_at_max_steps: bool = False
 
     @field_validator("verifiers", mode="before")
     @classmethod
