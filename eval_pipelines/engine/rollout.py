@@ -24,6 +24,7 @@ from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavailable
 from eval_pipelines.environments.mcp import McpServerSpec
 from eval_pipelines.environments.unified import UnifiedEnvironment
+from eval_pipelines.llm.deadline import RolloutDeadline, rollout_deadline
 from eval_pipelines.llm.errors import LLMError
 from eval_pipelines.llm.metering import UsageMeter, metering
 from eval_pipelines.schemas.artifacts import (
@@ -333,7 +334,9 @@ class RolloutEngine:
                 await asyncio.to_thread(agent.run, spec.instruction, environment, artifacts)
 
         meter = UsageMeter()
-        with metering(meter):  # the task copies the context: every model call the agent makes is metered
+        deadline = RolloutDeadline(spec.timeout_seconds)
+        # The task copies the context: every model call the agent makes is metered and bounded by the deadline.
+        with metering(meter), rollout_deadline(deadline):
             agent_task = asyncio.ensure_future(drive())
         cancel_wait = asyncio.ensure_future(cancel.wait())
         try:
@@ -342,6 +345,8 @@ class RolloutEngine:
             )
         finally:
             cancel_wait.cancel()
+        # Read before the agent is cancelled: cancelling it ends the requests it was waiting on.
+        unanswered = None if agent_task in done else deadline.unanswered()
         if agent_task not in done:
             agent_task.cancel()
             await asyncio.gather(agent_task, return_exceptions=True)
@@ -350,6 +355,11 @@ class RolloutEngine:
             if cancel.is_set():
                 artifacts.set_error(MSG_CANCELLED)
                 return _Ending(RolloutStatus.FAILED, TerminationReason.CANCELLED, ErrorClass.CANCELLED)
+            if unanswered is not None:
+                # The time ran out on the endpoint (a hang, a trickled reply, 429s and back-offs): only the time
+                # the agent spent between answered requests is its own timeout.
+                artifacts.set_error(MSG_AGENT_FAILED.format(error=unanswered))
+                return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR, ErrorClass.MODEL_ENDPOINT)
             artifacts.set_error(MSG_TIMEOUT)
             artifacts.metadata[META_TIMEOUT] = True
             return _Ending(RolloutStatus.FAILED, TerminationReason.TIMEOUT)

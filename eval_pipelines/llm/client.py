@@ -22,6 +22,7 @@ from eval_pipelines.lib.retry import (
     retry_after_seconds,
     send_with_retries,
 )
+from eval_pipelines.llm.deadline import PendingRequest, RolloutDeadline, current_deadline
 from eval_pipelines.llm.errors import (
     LLMResponseError,
     error_for_status,
@@ -82,24 +83,39 @@ class _ObservedHttp:
     """The two methods `send_with_retries` uses, with every attempt's answer reported to the limiter.
 
     Observing attempts (not only the final answer) is what lets a 429 that a retry later overcame still
-    shrink the limit and pause new requests.
+    shrink the limit and pause new requests. Inside a rollout, `pending` keeps the latest attempt's answer, so a
+    request the rollout's deadline cuts off can say what the endpoint last did.
     """
 
-    def __init__(self, http: httpx.AsyncClient, limiter: AdaptiveLimiter, max_delay: float) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        limiter: AdaptiveLimiter,
+        max_delay: float,
+        pending: PendingRequest | None = None,
+    ) -> None:
         self._http = http
         self._limiter = limiter
         self._max_delay = max_delay
+        self._pending = pending
 
     def build_request(self, *args: Any, **kwargs: Any) -> httpx.Request:
         return self._http.build_request(*args, **kwargs)
 
     async def send(self, request: httpx.Request) -> httpx.Response:
         started_at = self._limiter.now()
-        response = await self._http.send(request, stream=True)
         try:
-            await _read_capped(response, MAX_MODEL_REPLY_BYTES)
-        finally:
-            await response.aclose()
+            response = await self._http.send(request, stream=True)
+            try:
+                await _read_capped(response, MAX_MODEL_REPLY_BYTES)
+            finally:
+                await response.aclose()
+        except httpx.HTTPError as exc:
+            if self._pending is not None:
+                self._pending.last_answer = type(exc).__name__
+            raise
+        if self._pending is not None:
+            self._pending.last_answer = f"HTTP {response.status_code}"
         self._limiter.record(
             response.status_code,
             started_at=started_at,
@@ -114,7 +130,9 @@ class ChatClient:
     Every request holds a slot of `limiter` (an `AdaptiveLimiter` of at most `max_concurrency` slots) for its
     whole retry sequence, back-off included, so a rate-limited endpoint sees back-pressure rather than more
     traffic. The limiter halves on 429, pauses new requests for the server's Retry-After and grows back after
-    successes; `client.limiter.stats()` shows where it stands. Every attempt is bounded by `timeout_seconds`.
+    successes; `client.limiter.stats()` shows where it stands. Every attempt is bounded by `timeout_seconds`;
+    inside a rollout, the whole request (slot, attempts and back-offs) also by what remains of the rollout's
+    time (see `llm/deadline.py`).
     The key is sent per request, never stored on a shared `http_client`, and never shown in repr or errors.
     """
 
@@ -197,11 +215,12 @@ class ChatClient:
         *,
         model: str | None,
         headers: dict[str, str] | None = None,
+        pending: PendingRequest | None = None,
         **kwargs: Any,
     ) -> httpx.Response:
         # send_with_retries only calls build_request and send, which _ObservedHttp provides.
         http = self._given_http or cast(httpx.AsyncClient, self._pool)
-        observed = cast(httpx.AsyncClient, _ObservedHttp(http, self.limiter, self.retry.max_delay))
+        observed = cast(httpx.AsyncClient, _ObservedHttp(http, self.limiter, self.retry.max_delay, pending))
         try:
             return await send_with_retries(
                 observed,
@@ -224,6 +243,29 @@ class ChatClient:
                 f"chat completion for model {model!r} at {redact_url(str(url))}: {exc}", secrets=self._secrets()
             ) from None
 
+    async def _exchange(self, method: str, url: str | httpx.URL, *, model: str | None, **kwargs: Any) -> httpx.Response:
+        """One request in a limiter slot, retries included; inside a rollout, bounded by what remains of its time."""
+        deadline = current_deadline()
+        if deadline is None:
+            async with self.limiter.slot():
+                return await self._send(method, url, model=model, **kwargs)
+        return await self._exchange_before(deadline, method, url, model=model, **kwargs)
+
+    async def _exchange_before(
+        self, deadline: RolloutDeadline, method: str, url: str | httpx.URL, *, model: str | None, **kwargs: Any
+    ) -> httpx.Response:
+        # Waiting for a slot (a Retry-After pause) and retry back-offs are the endpoint's time, not the agent's:
+        # the request stays registered as unanswered throughout.
+        with deadline.pending(model, redact_url(str(url))) as pending:
+            bound = asyncio.timeout(deadline.remaining())
+            try:
+                async with bound, self.limiter.slot():
+                    return await self._send(method, url, model=model, pending=pending, **kwargs)
+            except TimeoutError:
+                if not bound.expired():
+                    raise
+                raise deadline.ran_out(pending, secrets=self._secrets()) from None
+
     def _raise_for_status(self, response: httpx.Response, url: str, model: str | None) -> None:
         if 200 <= response.status_code < 300:
             return
@@ -244,11 +286,10 @@ class ChatClient:
         """POST `{base_url}/chat/completions`; raises an `LLMError` subclass on any failure."""
         # Encoded once, by pydantic's compiled encoder (httpx's `json=` runs the standard library's on each retry).
         body = pydantic_core.to_json(request.to_wire())
-        async with self.limiter.slot():
-            started = time.monotonic()
-            response = await self._send(
-                "POST", self._endpoint_url, model=request.model, content=body, headers=JSON_CONTENT
-            )
+        started = time.monotonic()
+        response = await self._exchange(
+            "POST", self._endpoint_url, model=request.model, content=body, headers=JSON_CONTENT
+        )
         elapsed = time.monotonic() - started
         self._raise_for_status(response, self.endpoint, request.model)
         completion = self._parse_completion(response, request.model)
@@ -323,8 +364,7 @@ class ChatClient:
     async def list_models(self) -> list[str]:
         """Model ids from `GET {base_url}/models` (not every server implements it)."""
         url = endpoint_url(self.base_url, "/models")
-        async with self.limiter.slot():
-            response = await self._send("GET", url, model=None)
+        response = await self._exchange("GET", url, model=None)
         self._raise_for_status(response, url, None)
         try:
             data: Any = response.json()

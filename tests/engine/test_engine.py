@@ -15,7 +15,7 @@ from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer, free_port
 from eval_pipelines.schemas.artifacts import META_STATE, META_STATE_DIFFS, META_TIMEOUT
 from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.runs import MSG_CANCELLED, MSG_TIMEOUT, RolloutPhase, RolloutStatus, TerminationReason
+from eval_pipelines.schemas.runs import MSG_CANCELLED, ErrorClass, RolloutPhase, RolloutStatus, TerminationReason
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.toolservers.app import create_app
 from eval_pipelines.toolservers.email import EmailServer
@@ -99,13 +99,15 @@ async def test_unreachable_tool_server_is_a_workspace_error(serve: Any) -> None:
     assert "Workspace provisioning failed" in (outcome.artifacts.error or "")
 
 
-async def test_timeout_keeps_partial_artifacts(serve: Any, tool_host: Any) -> None:
+async def test_time_running_out_on_the_model_keeps_partial_artifacts(serve: Any, tool_host: Any) -> None:
     first = _reference_replies()[0]
     model = serve(create_scripted_app(Script([first, {"sleep": 5}])))
     outcome = await _execute(_spec(model.url, tool_host.base_url("email"), timeout=1.5))
-    assert outcome.status == RolloutStatus.FAILED and outcome.termination_reason == TerminationReason.TIMEOUT
-    assert outcome.artifacts.error == MSG_TIMEOUT and outcome.artifacts.metadata[META_TIMEOUT] is True
-    assert outcome.artifacts.steps_taken == 1  # the call made before the timeout is kept
+    # The model still owed its answer: the endpoint's error, not the agent's timeout.
+    assert outcome.status == RolloutStatus.FAILED and outcome.termination_reason == TerminationReason.AGENT_ERROR
+    assert outcome.error_class == ErrorClass.MODEL_ENDPOINT and META_TIMEOUT not in outcome.artifacts.metadata
+    assert "when the rollout's time limit (1.5s) ran out" in (outcome.artifacts.error or "")
+    assert outcome.artifacts.steps_taken == 1  # the call made before the time ran out is kept
     assert META_STATE in outcome.artifacts.metadata
 
 
