@@ -32,6 +32,9 @@ AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Long enough to outlast every timeout the tests configure; `FaultControl.release` ends it at teardown.
 HANG_SECONDS = 60.0
+#: Retry-After of `RATE_LIMITED_LONG`: longer than any rollout timeout the tests configure.
+LONG_RETRY_AFTER = 30
+TRICKLE_SECONDS = 2.0
 _WORKSPACE_PATH = re.compile(r"^/workspaces/(?P<id>[^/]+)(?:/(?P<route>[^/]+))?/?$")
 
 
@@ -41,6 +44,8 @@ class Fault(StrEnum):
     UNAUTHORIZED = "http_401"
     #: rate limited, for every attempt of the client's retries.
     RATE_LIMITED = "http_429"
+    #: rate limited, asking the client to come back only after `LONG_RETRY_AFTER` seconds.
+    RATE_LIMITED_LONG = "http_429_long_retry_after"
     INVALID_JSON = "invalid_json"
     #: 200 with an HTML page, as a misconfigured proxy answers.
     GARBAGE = "garbage"
@@ -51,6 +56,8 @@ class Fault(StrEnum):
     #: Chunked transfer encoding, closed before the final chunk (a stream that stops mid-way).
     CUT_STREAM = "cut_stream"
     HANG = "hang"
+    #: 200, then the body one byte every `TRICKLE_SECONDS`: no single read waits long, the reply never ends.
+    TRICKLE = "trickle"
     #: The server process goes away: this request is cut off and every later one is refused.
     DIE = "die"
 
@@ -90,13 +97,26 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
-async def _respond(send: Send, status: int, body: bytes, content_type: bytes = b"application/json") -> None:
+async def _respond(
+    send: Send, status: int, body: bytes, content_type: bytes = b"application/json", retry_after: int = 0
+) -> None:
     headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
     if status >= 500 or status == 429:
         # Retries are expected here; a zero Retry-After keeps them immediate so the tests stay fast.
-        headers.append((b"retry-after", b"0"))
+        headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _hold(seconds: float, release: threading.Event | None) -> bool:
+    """Wait `seconds`, or less once `release` is set (then True)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while loop.time() < end:
+        if release is not None and release.is_set():
+            return True
+        await asyncio.sleep(0.05)
+    return False
 
 
 async def inject(
@@ -110,6 +130,8 @@ async def inject(
         await _respond(send, 401, b'{"error": {"message": "injected: invalid api key"}}')
     elif fault is Fault.RATE_LIMITED:
         await _respond(send, 429, b'{"error": {"message": "injected: slow down"}}')
+    elif fault is Fault.RATE_LIMITED_LONG:
+        await _respond(send, 429, b'{"error": {"message": "injected: come back later"}}', retry_after=LONG_RETRY_AFTER)
     elif fault is Fault.INVALID_JSON:
         await _respond(send, 200, b'{"observation": "half an answer", ')
     elif fault is Fault.GARBAGE:
@@ -130,10 +152,21 @@ async def inject(
         await send({"type": "http.response.body", "body": b'data: {"id": "cmpl-1", "choices": [', "more_body": True})
         raise AbortConnection("injected: stream closed before its last chunk")
     elif fault is Fault.HANG:
-        deadline = asyncio.get_running_loop().time() + HANG_SECONDS
-        while asyncio.get_running_loop().time() < deadline and not (release is not None and release.is_set()):
-            await asyncio.sleep(0.05)
+        await _hold(HANG_SECONDS, release)
         await _respond(send, 504, b'{"detail": "too late"}')
+    elif fault is Fault.TRICKLE:
+        start = {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
+        }
+        await send(start)
+        for _ in range(int(HANG_SECONDS / TRICKLE_SECONDS)):
+            # Leading whitespace is valid JSON: a client that waited would still be reading a well-formed reply.
+            await send({"type": "http.response.body", "body": b" ", "more_body": True})
+            if await _hold(TRICKLE_SECONDS, release):
+                break
+        raise AbortConnection("injected: the trickle stopped")
     elif fault is Fault.DIE:
         if on_die is not None:
             on_die()

@@ -16,9 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eval_pipelines.clients.backend import EvaluationBackend
+from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, RolloutSpec
 from eval_pipelines.inputs.paths import builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.pipeline.steps import CollectSummary, run_and_collect, verify_partition
+from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import (
     DEFAULT_ERROR_RETRIES,
     ErrorClass,
@@ -28,6 +30,8 @@ from eval_pipelines.schemas.runs import (
     TerminationReason,
 )
 from eval_pipelines.schemas.scenarios import Task
+from eval_pipelines.toolservers.host import ToolServerHost
+from eval_pipelines.verifiers.loader import load_verifier_package
 from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
 from eval_pipelines.warehouse.rows import RolloutContext
 from eval_pipelines.warehouse.store import Warehouse
@@ -63,6 +67,34 @@ def step_marker(task: Task, call_index: int = 0) -> str:
 def model_config(base_url: str, **extra: Any) -> dict[str, Any]:
     """A ModelConfig body: sim-oracle follows each task's reference actions, so a healthy rollout passes."""
     return {"model": "sim-oracle", "base_url": base_url, "api_key": "x", **extra}
+
+
+def engine_spec(
+    catalog: ScenarioCatalog, tool_host: ToolServerHost, config: dict[str, Any], *, timeout_seconds: float
+) -> RolloutSpec:
+    """One rollout of the target task, for tests that drive the engine directly (no service, no retries)."""
+    scenario = catalog.get(SCENARIO_ID)
+    task = scenario.task(TARGET_TASK)
+    return RolloutSpec(
+        rollout_id=f"ro_{uuid.uuid4().hex[:12]}",
+        run_id="run_reliability",
+        scenario_id=scenario.scenario_id,
+        task=task,
+        model_config=ModelConfig.model_validate(config),
+        tool_server_urls={"email": tool_host.base_url("email")},
+        seed={"email": scenario.seed_payload(task, "email")},
+        verifiers=load_verifier_package(scenario.verifiers_dir),
+        timeout_seconds=timeout_seconds,
+    )
+
+
+async def execute(engine: RolloutEngine, spec: RolloutSpec) -> RolloutOutcome:
+    """`engine.execute(spec)`, then close the engine's model clients and tool-server admin."""
+    try:
+        return await engine.execute(spec)
+    finally:
+        await engine.clients.aclose()
+        await engine.admin.aclose()
 
 
 #: Error retries of the suite's runs (the sweep default), with a short backoff so the tests stay fast.

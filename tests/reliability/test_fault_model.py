@@ -13,14 +13,13 @@ import pytest
 
 from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.engine.clients import ChatClientPool
-from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
+from eval_pipelines.engine.rollout import RolloutEngine
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.retry import RetryPolicy
-from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.runs import MSG_TIMEOUT, ErrorClass, RolloutStatus, TerminationReason
+from eval_pipelines.schemas.artifacts import META_TIMEOUT
+from eval_pipelines.schemas.runs import ErrorClass, RolloutStatus, TerminationReason
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.toolservers.host import ToolServerHost
-from eval_pipelines.verifiers.loader import load_verifier_package
 from tests.reliability.support_faults import Fault, ModelFactory, ModelFaultRule, closed_port
 from tests.reliability.support_runs import (
     ERROR_ATTEMPTS,
@@ -30,6 +29,8 @@ from tests.reliability.support_runs import (
     assert_only_target_failed,
     assert_target_errored,
     collect,
+    engine_spec,
+    execute,
     launch_request,
     model_config,
     target_task,
@@ -148,27 +149,35 @@ def test_transient_model_faults_are_retried_and_cost_nothing(
 
 
 @pytest.mark.slow
-def test_model_that_never_answers_times_the_rollout_out_and_keeps_its_steps(
+def test_model_that_never_answers_is_a_model_endpoint_error_and_retried(
     faulty_model: ModelFactory,
     backend: EvaluationBackend,
     catalog: ScenarioCatalog,
     data_dir: Path,
 ) -> None:
+    """The rollout's time runs out while the endpoint holds the request: the endpoint's error, not the agent's
+    timeout, so it is retried (tests/reliability/test_fault_slow_endpoint.py has the other ways an endpoint
+    outlasts a rollout, tests/engine/test_engine.py the partial artifacts it keeps)."""
     instruction = target_task(catalog).description
     _, server = faulty_model(ModelFaultRule(Fault.HANG, instruction_contains=instruction, from_turn=2))
     run = collect(
         backend,
-        launch_request(model_config(f"{server.url}/v1")),
+        # One retry: enough to show it is retried, as each attempt waits out the whole budget.
+        launch_request(model_config(f"{server.url}/v1"), error_retries=1),
         catalog.get(SCENARIO_ID),
         data_dir,
         timeout_seconds=HANG_BUDGET,
     )
     assert_only_target_failed(
-        run, status=RolloutStatus.FAILED, reason=TerminationReason.TIMEOUT, message_contains=MSG_TIMEOUT
+        run,
+        status=RolloutStatus.FAILED,
+        reason=TerminationReason.AGENT_ERROR,
+        message_contains=f"was still unanswered when the rollout's time limit ({HANG_BUDGET:g}s) ran out",
     )
+    assert_target_errored(run, ErrorClass.MODEL_ENDPOINT, 2, data_dir / "eval.duckdb")
     target = run.rollouts[TARGET_TASK]
-    assert target.result is not None and target.result.steps_taken == 1
-    assert backend.get_artifacts(target.rollout_id).metadata.get("timeout") is True
+    assert target.result is not None and "was still unanswered" in target.result.attempt_errors[0].message
+    assert META_TIMEOUT not in backend.get_artifacts(target.rollout_id).metadata
 
 
 @pytest.mark.slow
@@ -177,25 +186,8 @@ async def test_model_call_timeout_is_an_agent_error_naming_the_limit(
 ) -> None:
     """A per-call timeout shorter than the rollout's: every attempt times out, then the rollout fails."""
     _, server = faulty_model(ModelFaultRule(Fault.HANG))
-    scenario = catalog.get(SCENARIO_ID)
-    task = scenario.task(TARGET_TASK)
-    spec = RolloutSpec(
-        rollout_id="ro_model_timeout",
-        run_id="run_model_timeout",
-        scenario_id=scenario.scenario_id,
-        task=task,
-        model_config=ModelConfig.model_validate(model_config(f"{server.url}/v1")),
-        tool_server_urls={"email": tool_host.base_url("email")},
-        seed={"email": scenario.seed_payload(task, "email")},
-        verifiers=load_verifier_package(scenario.verifiers_dir),
-        timeout_seconds=30.0,
-    )
-    engine = RolloutEngine(ChatClientPool(timeout_seconds=0.3), ToolServerAdmin())
-    try:
-        outcome = await engine.execute(spec)
-    finally:
-        await engine.clients.aclose()
-        await engine.admin.aclose()
+    spec = engine_spec(catalog, tool_host, model_config(f"{server.url}/v1"), timeout_seconds=30.0)
+    outcome = await execute(RolloutEngine(ChatClientPool(timeout_seconds=0.3), ToolServerAdmin()), spec)
     assert (outcome.status, outcome.termination_reason) == (RolloutStatus.FAILED, TerminationReason.AGENT_ERROR)
     assert "got no response within 0.3s" in (outcome.artifacts.error or "")
     assert outcome.result.message == outcome.artifacts.error
