@@ -25,8 +25,10 @@ PHRASES = ("pre-approval", "$312.40")
 POLICY_TERMS = ("pre-approval", "$250")
 NEEDS_APPROVAL = re.compile(r"\b(?:needs?|needed|requires?|required|must)\b", re.IGNORECASE)
 #: the answer as a structured line: a keyword check cannot tell "meals above $250 are exempt from
-#: pre-approval" from the policy, but a verdict line says yes or no.
-VERDICT = re.compile(r"^\s*pre-approval needed\s*:\s*(?P<answer>yes|no)\b", re.IGNORECASE | re.MULTILINE)
+#: pre-approval" from the policy, but a verdict line says yes or no (markdown emphasis around it is allowed).
+VERDICT = re.compile(
+    r"^[\s*_>-]*pre-approval needed[*_]*\s*:\s*[*_]*(?P<answer>yes|no)\b", re.IGNORECASE | re.MULTILINE
+)
 
 
 def check(initial: State, final: State) -> Result:

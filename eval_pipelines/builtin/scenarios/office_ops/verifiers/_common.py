@@ -234,4 +234,4 @@ def claim(text: Any, terms: Iterable[str], verb: re.Pattern[str]) -> str | None:
 def repeated(found: list[Any], noun: str) -> str | None:
     """A message if the run made more than one of what the task asks for once (an email, a comment): the
     right thing done four times is a duplicate the recipient sees four times."""
-    return f"{len(found)} {noun} were made; the task asks for exactly one" if len(found) > 1 else None
+    return f"{len(found)} {noun}: the task asks for exactly one" if len(found) > 1 else None

@@ -254,4 +254,4 @@ def claim(text: Any, terms: Iterable[str], verb: re.Pattern[str]) -> str | None:
 def repeated(found: list[Item], noun: str) -> str | None:
     """A message if the run sent more than one of what the task asks for once: the right message posted
     four times is a duplicate everyone in the room reads four times."""
-    return f"{len(found)} {noun} were sent; the task asks for exactly one" if len(found) > 1 else None
+    return f"{len(found)} {noun}: the task asks for exactly one" if len(found) > 1 else None
