@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
 
 from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
 from eval_pipelines.environments.base import BaseEnvironment
+from eval_pipelines.lib.json_values import (
+    first_lone_surrogate,
+    nests_deeper_than,
+    replace_lone_surrogates,
+    without_lone_surrogates,
+)
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.llm.history import compact_history
 from eval_pipelines.llm.types import (
@@ -20,7 +27,8 @@ from eval_pipelines.llm.types import (
     split_wire_tool_name,
     wire_tool_name,
 )
-from eval_pipelines.schemas.artifacts import META_LOGPROBS, RunArtifacts
+from eval_pipelines.schemas.artifacts import META_LOGPROBS, META_TOOL_CALLS_OVER_CAP, RunArtifacts
+from eval_pipelines.schemas.limits import MAX_JSON_DEPTH
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import MSG_MAX_STEPS, TerminationReason
 from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
@@ -56,20 +64,75 @@ def _tool_spec(wire: str, description: str, parameters: dict[str, Any]) -> ToolS
     return spec
 
 
+#: What a refused call's arguments become in the history sent back to the model. An endpoint that parses the
+#: history (llama.cpp does) answers 500 to the raw text, which would end the rollout as the endpoint's error for
+#: what was the model's mistake. The raw text stays in the record (`ToolCall.raw_arguments`).
+REFUSED_ARGUMENTS = "{}"
+#: How much of a name or number the model wrote is quoted back to it; a hostile reply's megabyte-long tool name
+#: would otherwise be echoed into every later request.
+_QUOTED_CHARS = 80
+
+
+def _quoted(text: str) -> str:
+    return text if len(text) <= _QUOTED_CHARS else f"{text[:_QUOTED_CHARS]}... ({len(text):,} characters)"
+
+
 def unknown_tool_message(name: str) -> str:
-    return f"Unknown tool call requested by model: {name}"
+    return f"Unknown tool call requested by model: {_quoted(name)}"
+
+
+def over_cap_message(cap: int, requested: int) -> str:
+    return (
+        f"Not run: this reply asked for {requested} tool calls and at most {cap} are run per reply; "
+        "ask for the rest in your next reply if they are still needed"
+    )
+
+
+class _UnusableNumber(ValueError):
+    """A number that parses as JSON but cannot travel on as one (infinite, or too many digits to convert)."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _UnusableNumber(f"number out of range: {_quoted(text)}")
+    return value
+
+
+def _convertible_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # over Python's digit limit for int conversion
+        raise _UnusableNumber(f"integer with too many digits ({len(text):,})") from None
+
+
+def _refused_constant(name: str) -> Any:
+    raise _UnusableNumber(f"{name} is not a JSON number")
 
 
 def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
-    """A tool call's argument text as an object, or the reason it is not one (then the call must not run)."""
+    """A tool call's argument text as an object, or the reason it is not one (then the call must not run).
+
+    What is refused besides invalid JSON is what JSON allows but nothing downstream can carry: non-finite or
+    unconvertible numbers, nesting past MAX_JSON_DEPTH, and strings with lone surrogates (not Unicode text)."""
     if raw is None or not raw.strip():
         return {}, None
     try:
-        parsed = json.loads(raw)
+        parsed = json.loads(
+            raw, parse_float=_finite_float, parse_int=_convertible_int, parse_constant=_refused_constant
+        )
     except json.JSONDecodeError as exc:
         return {}, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    except _UnusableNumber as exc:
+        return {}, str(exc)
+    except RecursionError:
+        return {}, f"nested deeper than {MAX_JSON_DEPTH} levels"
     if not isinstance(parsed, dict):
         return {}, f"expected a JSON object, got {type(parsed).__name__}"
+    if nests_deeper_than(parsed, MAX_JSON_DEPTH):
+        return {}, f"nested deeper than {MAX_JSON_DEPTH} levels"
+    if first_lone_surrogate(parsed) is not None:
+        return {}, "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not Unicode text"
     return parsed, None
 
 
@@ -141,7 +204,8 @@ class ToolCallingAgent(BaseAgent):
         if self.model_config.log_prob and completion.choices and completion.choices[0].logprobs is not None:
             logprobs = completion.choices[0].logprobs
             dumped = logprobs.model_dump() if hasattr(logprobs, "model_dump") else logprobs
-            context.metadata.setdefault(META_LOGPROBS, []).append(dumped)
+            # A byte-level tokenizer's token may be half a character: a lone surrogate no encoder takes.
+            context.metadata.setdefault(META_LOGPROBS, []).append(without_lone_surrogates(dumped))
 
     async def run(self, instruction: str, environment: BaseEnvironment, context: RunArtifacts) -> None:
         if not self._tools:
@@ -167,48 +231,90 @@ class ToolCallingAgent(BaseAgent):
             if not completion.choices:
                 raise ValueError("model returned no choices")
             reply = completion.choices[0].message
-            tool_calls = list(reply.tool_calls or [])
+            # Every text of the reply is made encodable once, here: a lone surrogate (valid JSON, emitted by
+            # byte-level tokenizers) would otherwise fail the next request, the record or the Parquet write.
+            content = None if reply.content is None else replace_lone_surrogates(reply.content)
+            tool_calls = [
+                _ReplyCall(
+                    replace_lone_surrogates(c.id), replace_lone_surrogates(c.function.name), c.function.arguments
+                )
+                for c in reply.tool_calls or []
+            ]
             if not tool_calls:
-                text = reply.content or ""
+                text = content or ""
                 messages.append({"role": "assistant", "content": text})
                 context.record_message("assistant", text)
                 context.set_final_observation(text)
                 context.metadata[META_TERMINATION] = TerminationReason.FINAL_RESPONSE.value
                 return
-            wire_calls = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.function.name, "arguments": c.function.arguments},
-                }
-                for c in tool_calls
-            ]
-            messages.append({"role": "assistant", "content": reply.content, "tool_calls": wire_calls})
-            context.record_message("assistant", reply.content, tool_calls=wire_calls)
-            for call in tool_calls:
-                result, call_record = await self._execute(environment, call.function.name, call.function.arguments)
-                observation = (
-                    result.observation if isinstance(result.observation, str) else json.dumps(result.observation)
-                )
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
-                context.record_message("tool", observation, tool_call_id=call.id, is_error=result.is_error)
-                context.record_tool_call(call_record, result)
+            await self._answer_calls(environment, context, messages, content, tool_calls)
         context.metadata[META_TERMINATION] = TerminationReason.MAX_STEPS.value
         context.set_error(MSG_MAX_STEPS)
 
+    async def _answer_calls(
+        self,
+        environment: BaseEnvironment,
+        context: RunArtifacts,
+        messages: list[dict[str, Any]],
+        content: str | None,
+        calls: list[_ReplyCall],
+    ) -> None:
+        """Run the reply's calls up to the per-reply cap and answer every call id with a tool message, so the
+        history stays one the endpoint accepts."""
+        cap = self.model_config.max_tool_calls_per_reply
+        run, over = calls[:cap], calls[cap:]
+        parsed = [parse_arguments(call.arguments) for call in run]
+        wire_calls = [
+            # Empty arguments mean "no arguments" to us, but not to every endpoint's parser.
+            _wire_call(call, call.arguments if problem is None and arguments else REFUSED_ARGUMENTS)
+            for call, (arguments, problem) in zip(run, parsed, strict=True)
+        ]
+        # Calls past the cap were never read: their arguments need not be sent back (10,000 of them made one
+        # request 15 MB), and what they were is not evidence of anything the rollout did.
+        wire_calls += [_wire_call(call, REFUSED_ARGUMENTS) for call in over]
+        messages.append({"role": "assistant", "content": content, "tool_calls": wire_calls})
+        context.record_message("assistant", content, tool_calls=wire_calls)
+        for call, (arguments, problem) in zip(run, parsed, strict=True):
+            result, call_record = await self._execute(environment, call, arguments, problem)
+            observation = result.observation if isinstance(result.observation, str) else json.dumps(result.observation)
+            observation = replace_lone_surrogates(observation)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
+            context.record_message("tool", observation, tool_call_id=call.id, is_error=result.is_error)
+            context.record_tool_call(call_record, result)
+        if over:
+            skipped = over_cap_message(cap, len(calls))
+            for call in over:
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": skipped})
+                context.record_message("tool", skipped, tool_call_id=call.id, is_error=True)
+            context.metadata[META_TOOL_CALLS_OVER_CAP] = context.metadata.get(META_TOOL_CALLS_OVER_CAP, 0) + len(over)
+
     async def _execute(
-        self, environment: BaseEnvironment, wire: str, raw_arguments: str | None
+        self, environment: BaseEnvironment, call: _ReplyCall, arguments: dict[str, Any], problem: str | None
     ) -> tuple[ToolCallResult, ToolCall]:
+        wire = call.name
         target = self._tools.get(wire)
         server, tool = target or split_wire_tool_name(wire) or ("unknown", wire)
-        arguments, problem = parse_arguments(raw_arguments)
         if problem is not None:
             # Calling the tool with {} would answer with a misleading "missing parameter"; the model needs to
             # hear what was wrong with what it wrote, and the raw text is evidence worth keeping.
-            message = f"Invalid arguments for {wire}: {problem}; the tool was not called"
-            call = ToolCall(tool_server=server, tool_name=tool, raw_arguments=raw_arguments, arguments_error=problem)
-            return ToolCallResult(observation=message, is_error=True), call
-        call = ToolCall(tool_server=server, tool_name=tool, parameters=arguments)
+            message = f"Invalid arguments for {_quoted(wire)}: {problem}; the tool was not called"
+            raw = None if call.arguments is None else replace_lone_surrogates(call.arguments)
+            record = ToolCall(tool_server=server, tool_name=tool, raw_arguments=raw, arguments_error=problem)
+            return ToolCallResult(observation=message, is_error=True), record
+        record = ToolCall(tool_server=server, tool_name=tool, parameters=arguments)
         if target is None:
-            return ToolCallResult(observation=unknown_tool_message(wire), is_error=True), call
-        return await environment.acall_tool(server, tool, arguments), call
+            return ToolCallResult(observation=unknown_tool_message(wire), is_error=True), record
+        return await environment.acall_tool(server, tool, arguments), record
+
+
+@dataclass(frozen=True)
+class _ReplyCall:
+    """One tool call of a model reply, with its id and name already made encodable; `arguments` is the raw text."""
+
+    id: str
+    name: str
+    arguments: str | None
+
+
+def _wire_call(call: _ReplyCall, arguments: str | None) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}

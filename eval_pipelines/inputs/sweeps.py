@@ -85,6 +85,7 @@ def model_config_for(model: SweepModel, source: str = "sweep config") -> ModelCo
         context_stride=model.context_stride,
         log_prob=model.log_prob,
         request_timeout_seconds=model.request_timeout_seconds,
+        max_tool_calls_per_reply=model.max_tool_calls_per_reply,
     )
 
 

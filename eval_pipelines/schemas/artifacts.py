@@ -42,6 +42,9 @@ META_TOOL_SERVERS = "tool_servers"
 META_SIMLAB_SERVERS = "simlab_servers"
 #: True when the final answer is a tool call written as text (a template the endpoint did not parse).
 META_TEXT_TOOL_CALL = "final_answer_is_tool_call"
+#: How many tool calls the model asked for past its per-reply cap (`max_tool_calls_per_reply`), over the whole
+#: rollout; absent when the cap was never hit. Those calls were answered "not run", never executed.
+META_TOOL_CALLS_OVER_CAP = "tool_calls_over_cap"
 
 
 class UnreadableArtifacts(ValueError):

@@ -19,6 +19,11 @@ MAX_TEMPERATURE = 2.0
 DEFAULT_MAX_STEPS = 30
 DEFAULT_CONTEXT_STRIDE = 3
 DEFAULT_SUMMARIZE_EVERY_N_TURNS = 0
+#: Tool calls of one model reply that the reference agent runs; the rest are answered "not run". A few dozen is
+#: more than any task needs in one turn, and a runaway reply (10,000 calls) stays a bounded history and record.
+DEFAULT_MAX_TOOL_CALLS_PER_REPLY = 32
+#: Above this a "cap" no longer bounds anything a reply can cost.
+MAX_TOOL_CALLS_PER_REPLY = 1024
 #: Upper bound of a per-call LLM timeout (`request_timeout_seconds`); None keeps each caller's default.
 MAX_REQUEST_TIMEOUT_SECONDS = 3600.0
 API_KEY_PLACEHOLDER = "<PROVIDER_API_KEY>"
@@ -84,6 +89,8 @@ class ModelConfig(StrictModel):
     #: local extension: the timeout of one chat-completion call; None keeps the caller's default (agent,
     #: judge and NPC each have their own), and requests omit it.
     request_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_REQUEST_TIMEOUT_SECONDS)
+    #: local extension: tool calls of one reply that are run (see DEFAULT_MAX_TOOL_CALLS_PER_REPLY).
+    max_tool_calls_per_reply: int = Field(default=DEFAULT_MAX_TOOL_CALLS_PER_REPLY, ge=1, le=MAX_TOOL_CALLS_PER_REPLY)
 
     @field_serializer("api_key", when_used="always")
     def _mask_key(self, value: SecretStr) -> str:
@@ -125,3 +132,4 @@ class ModelConfigEcho(WireModel):
     summarize_every_n_turns: int = DEFAULT_SUMMARIZE_EVERY_N_TURNS
     context_stride: int = DEFAULT_CONTEXT_STRIDE
     request_timeout_seconds: float | None = None
+    max_tool_calls_per_reply: int = DEFAULT_MAX_TOOL_CALLS_PER_REPLY

@@ -10,10 +10,12 @@ from eval_pipelines.schemas._base import StrictModel
 from eval_pipelines.schemas.model_config import (
     DEFAULT_CONTEXT_STRIDE,
     DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TOOL_CALLS_PER_REPLY,
     DEFAULT_SUMMARIZE_EVERY_N_TURNS,
     DEFAULT_TEMPERATURE,
     MAX_REQUEST_TIMEOUT_SECONDS,
     MAX_TEMPERATURE,
+    MAX_TOOL_CALLS_PER_REPLY,
     MIN_TEMPERATURE,
     Provider,
 )
@@ -82,6 +84,13 @@ class SweepModel(StrictModel):
         le=MAX_REQUEST_TIMEOUT_SECONDS,
         description="timeout of one chat-completion call to this model, whether it acts as agent, judge or NPC; "
         "default: 120 s as an agent, 60 s as a judge, 20 s as an NPC",
+    )
+    max_tool_calls_per_reply: int = Field(
+        default=DEFAULT_MAX_TOOL_CALLS_PER_REPLY,
+        ge=1,
+        le=MAX_TOOL_CALLS_PER_REPLY,
+        description="tool calls of one model reply the reference agent runs; each call past it is answered "
+        "'not run' and the rollout records that the cap was hit",
     )
 
     @property
