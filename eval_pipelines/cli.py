@@ -669,6 +669,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve_eval_service(args.options)
 
 
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    """Say how `run_command` isolates a model's commands on this host; 1 when the namespaces are missing."""
+    from eval_pipelines.toolservers.files import SANDBOX_NAMESPACES, command_sandbox
+
+    sandbox = command_sandbox()
+    print(f"run_command sandbox: {sandbox.mode}" + (f" ({sandbox.reason})" if sandbox.reason else ""))
+    return 0 if sandbox.mode == SANDBOX_NAMESPACES else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eval-pipelines", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -780,6 +789,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("service", choices=("eval-service", "platform"))
     serve.add_argument("options", nargs=argparse.REMAINDER, help="the service's own options (see --help after it)")
     serve.set_defaults(func=cmd_serve)
+    sandbox = sub.add_parser("sandbox", help="say how run_command isolates a model's commands on this host")
+    sandbox.set_defaults(func=cmd_sandbox)
     return parser
 
 

@@ -14,17 +14,34 @@ through it). Non-regular files (FIFOs, devices) are refused, so a tool call can 
 are files with several hard links, since another link may lie outside the workspace.
 
 `run_command` runs `/bin/sh -c <command>` with the workspace as its working directory, a minimal environment
-(`PATH` and `HOME=<workspace>`, nothing inherited from this process, so no secrets), stdin closed, in a new
-session whose whole process group is killed when the command finishes or its timeout expires (so background
-processes do not outlive the call), with its output truncated. Before the shell starts, a launcher
-(`lib/confine.py`) caps its address space, CPU time and file size, confines its writes to the workspace with
-Linux Landlock, and drops every capability, so even as root it cannot read the environment or memory of the
-processes that hold keys (they are non-dumpable), nor write outside the workspace.
+(`PATH` and `HOME=<workspace>`, nothing inherited from this process, so no secrets), stdin closed, with its
+output truncated. Before the shell starts, a launcher (`lib/confine.py`) caps its address space, CPU time and
+file size, and moves it into a sandbox of Linux namespaces (`lib/sandbox.py`; no daemon, no extra package):
 
-What it does NOT isolate: reading files the server's user can read, the network, and a command that escapes
-the kill with `setsid` until its CPU limit ends it. There is no container, namespace or seccomp filter. For
-that, set `EVAL_PIPELINES_COMMAND_WRAPPER` to a command that provides it (e.g. `bwrap --ro-bind / / --bind
-"$PWD" "$PWD" --unshare-net --` or `firejail --net=none --`): it is prefixed to the launcher's command line.
+- files: a root of its own. The workspace is read-write at the same path as on the host; `/usr`, `/bin`,
+  `/sbin`, `/lib*` and `/etc` are read-only (without `/etc/shadow`, `/etc/gshadow`, `/etc/sudoers*`,
+  `/etc/ssh` and `/etc/ssl/private`); `/tmp` and `/dev/shm` are fresh and capped at the file-size limit;
+  `/dev` holds only null, zero, full, random, urandom and tty. Home directories, the project, the host's
+  `/tmp`, other workspaces, `/opt`, `/var`, `/run`, `/sys` and every other file of the host are not there.
+- processes: a PID namespace whose init is the launcher; `ps` and `/proc` show the command's own processes
+  only. When the shell exits, or the timeout kills the launcher's process group, the kernel kills every
+  process left in the namespace, those that called `setsid` included.
+- network: a namespace with only its own loopback; neither the host's loopback services nor anything beyond.
+- IPC: a namespace of its own (no System V shared memory of the host).
+- Landlock still confines writes to the workspace and the sandbox's `/tmp` and `/dev/shm`, and every
+  capability is dropped.
+
+What it does NOT isolate: CPU and memory beyond the per-process limits (no cgroup: many processes may each use
+up to the limits until the timeout), the kernel itself (no seccomp filter: a kernel exploit escapes), what the
+readable system directories contain, and time (timing side channels). The host as root needs nothing more;
+as another user it uses a user namespace (mapped to that user), where the kernel allows one.
+
+Once per process, when the server is built, a trial launch asks the kernel for the namespaces. Where it
+refuses (no user namespaces for this user, a container without the privilege), the command runs with Landlock,
+no capabilities and the limits only: it can then read what the server's user can read, see the host's
+processes and reach the network. That is logged as a warning, and the tool host's `/health` reports it
+(`command_sandbox`: `namespaces`, `landlock-only` or `limits-only`). `EVAL_PIPELINES_COMMAND_WRAPPER` still
+prefixes a command of your choice to the launcher (a container, `firejail --`), the check included.
 
 A command that times out or exits non-zero is an ordinary observation, not an `is_error` one: it ran and
 may have changed files, and an error would make the app roll the mirror back while the disk kept the

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from eval_pipelines.cli import main as cli_main
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.toolservers import create_app
 from eval_pipelines.toolservers.files import (
@@ -162,19 +163,28 @@ def _refusing_wrapper(directory: Path) -> Path:
 
 
 def test_without_namespaces_the_host_says_so_and_falls_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, canary_process: tuple[int, str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    canary_process: tuple[int, str],
 ) -> None:
     monkeypatch.setenv(COMMAND_WRAPPER_ENV, str(_refusing_wrapper(tmp_path)))
     with caplog.at_level(logging.WARNING), ToolServerHost(["files"]) as host, httpx.Client(timeout=60.0) as client:
         health = client.get(f"{host.url}/health").json()
         seen = run(client, new_workspace(client, host.base_url("files")), f"cat /proc/{canary_process[0]}/cmdline")
     assert health["command_sandbox"] == SANDBOX_LANDLOCK_ONLY
-    assert command_sandbox().reason == "sandbox: unshare: Operation not permitted"
     assert any("NOT sandboxed" in record.getMessage() for record in caplog.records)
+    assert cli_main(["sandbox"]) == 1
+    assert capsys.readouterr().out == (
+        "run_command sandbox: landlock-only (sandbox: unshare: Operation not permitted)\n"
+    )
     # The fallback runs the command through the wrapper without namespaces: the host's processes are in view.
     assert "exit code: 0" in seen and canary_process[1] in seen
 
 
-def test_the_host_reports_the_sandbox() -> None:
+def test_the_host_and_the_cli_report_the_sandbox(capsys: pytest.CaptureFixture[str]) -> None:
     with ToolServerHost(["files"]) as host:
         assert httpx.get(f"{host.url}/health").json()["command_sandbox"] == SANDBOX_NAMESPACES
+    assert cli_main(["sandbox"]) == 0
+    assert capsys.readouterr().out == "run_command sandbox: namespaces\n"
