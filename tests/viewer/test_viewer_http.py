@@ -213,8 +213,17 @@ def test_a_rollout_page_shows_what_every_table_holds(viewer: str, viewer_catalog
     error_page = _get(viewer, f"/rollouts/{errored}").text
     assert '<code id="error-class">model_endpoint</code>' in error_page
     # One retry: the first attempt's error is a status event of its own.
-    assert "attempt 1 ended failed (model_endpoint error), retried" in error_page
+    assert "attempt 1 ended in error: model_endpoint, retried" in error_page
     assert "broken-endpoint (simulated)" not in error_page
+    # Everywhere a status appears, an error reads as an error with its class, never as a failure of the agent.
+    assert '<dd id="status">error: model_endpoint</dd>' in error_page
+    assert "no verdict" in error_page and "0/1" not in error_page
+    assert "ended failed" not in error_page and "failed (agent_error)" not in error_page
+    stored = viewer_catalog.rows("select error from rollouts where rollout_id = ?", [errored])[0]["error"]
+    error_list = _get(viewer, "/rollouts", sweep=SWEEP_ID, error_class="model_endpoint", per_page=200).text
+    assert '<th class="text">error message</th>' in error_list and errored in _ids(error_list)
+    assert stored[:80] in html.unescape(error_list)
+    assert '<th class="text">error message</th>' not in _get(viewer, "/rollouts", sweep=SWEEP_ID).text
 
 
 def test_every_state_diff_of_a_call_is_shown_with_that_call(viewer_catalog: ViewedCatalog) -> None:

@@ -221,13 +221,18 @@ def status_events(row: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]])
     for attempt in attempts:
         if attempt.get("is_final"):
             continue
-        what = f"attempt {attempt['attempt']} ended {attempt['status']}"
         if attempt.get("error_class"):
-            what += f" ({attempt['error_class']} error), retried"
+            what = f"attempt {attempt['attempt']} ended in error: {attempt['error_class']}, retried"
+        else:
+            what = f"attempt {attempt['attempt']} ended {attempt['status']}"
         events.append(StatusEvent(attempt.get("completed_at"), what, attempt.get("message")))
     final = next((a for a in attempts if a.get("is_final")), None)
     reason = row.get("termination_reason")
-    ended = f"{row.get('status')}" + (f": {reason}" if reason else "")
+    if row.get("outcome") == "error":
+        # An error is stored with the engine's status "failed"; what a person must read is that it is an error.
+        ended = "error" + (f": {row['error_class']}" if row.get("error_class") else "")
+    else:
+        ended = f"{row.get('status')}" + (f": {reason}" if reason else "")
     if final is not None and final["attempt"] > 1:
         ended = f"attempt {final['attempt']} ended {ended}"
     events.append(StatusEvent(row.get("completed_at"), ended, final.get("message") if final else row.get("error")))

@@ -36,6 +36,8 @@ from eval_pipelines.reports.viewer.detail import (
 from eval_pipelines.schemas.runs import ErrorClass
 
 OUTCOMES = ("passed", "failed", "error", "unscored")
+#: How much of an error's message the rollout list shows (the rollout's page shows all of it).
+ERROR_EXCERPT_CHARS = 240
 ERROR_CLASSES = tuple(e.value for e in ErrorClass)
 #: malformed: either of the two below. text_tool_call: the final answer is a tool call written as text (the
 #: endpoint did not parse it); bad_arguments: a call's arguments were not a JSON object (the tool was not called).
@@ -197,7 +199,9 @@ select
     s.passed_verifiers, s.total_tokens, s.cost_usd, s.duration_seconds,
     coalesce({text_tool_call}, false) as text_tool_call,
     coalesce(b.bad_arguments, 0) as bad_arguments,
-    r.created_at, r.attempts, r.termination_reason
+    r.created_at, r.attempts, r.termination_reason,
+    -- An error's message for the error list; capped so the in-memory index stays small at 100,000 rollouts.
+    case when s.outcome = 'error' then left(r.error, {error_excerpt_chars}) end as error_excerpt
 from rollout_scores as s
 join rollouts as r on r.rollout_id = s.rollout_id and r.model = s.model and r.scenario = s.scenario
 left join bad as b on b.rollout_id = s.rollout_id
@@ -279,7 +283,11 @@ class Snapshot:
         try:
             self._con.execute(f"attach {_quote(str(path))} as {_CATALOG} (read_only)")
             with self.cursor() as cur:
-                cur.execute(_INDEX_SQL.format(memory=_MEMORY, **self._flag_columns(cur)))
+                cur.execute(
+                    _INDEX_SQL.format(
+                        memory=_MEMORY, error_excerpt_chars=ERROR_EXCERPT_CHARS, **self._flag_columns(cur)
+                    )
+                )
                 self.sweeps = _dicts(cur.execute(_SWEEPS_SQL))
                 self.latest = latest_sweep(cur)
         except duckdb.Error as exc:
