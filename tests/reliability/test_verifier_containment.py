@@ -1,10 +1,10 @@
 """Hostile or broken verifiers cost one verdict, never the run: a verifier that kills its interpreter, loops
-forever, allocates 4 GB, or writes outside its folder.
+forever, allocates 4 GB, writes outside its folder, forks past its process cap or leaves a detached child behind.
 
 Each test breaks the target task's verifier in a copy of the built-in scenarios, runs three email_ops tasks
 through the embedded backend and `run_and_collect` (verifiers run in the contained worker the service uses),
 and checks that only the target's verdict is lost, as a `verifier` error with the reason, while the other two
-rollouts pass.
+rollouts pass; no process the verifier started is left, and nothing printed a traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,29 +32,46 @@ from tests.reliability.support_runs import (
     model_config,
 )
 from tests.reliability.test_fault_scenario_files import TARGET_VERIFIER, _break_verifier
+from tests.verifiers.support_processes import detached_child, fork_bomb, kill_marked, marked_processes, new_marker
 
 #: Short, so the endless loop is cut off quickly; far above what a healthy verifier needs.
 VERIFIER_TIMEOUT = 3.0
 
 
-def _hostile(scenarios: Path) -> dict[str, tuple[str, str]]:
-    """name -> (verifier body, what the verdict's reason says)."""
+def _hostile(scenarios: Path, marker: str) -> dict[str, tuple[str, str]]:
+    """name -> (verifier body, what the verdict's reason says). Processes a body starts carry `marker`."""
     outside = scenarios / "pwned.txt"
     return {
         "os_exit": ("import os; os._exit(3)", "Verifier process exited with code 3"),
         "endless_loop": ("while True: pass", f"Verifier timed out after {VERIFIER_TIMEOUT:g}s"),
         "memory_blow_up": ("blob = bytearray(4 << 30)", "MemoryError"),
         "writes_outside": (f"open({str(outside)!r}, 'w').write('pwned')", "PermissionError"),
+        "fork_bomb": (fork_bomb(marker), "BlockingIOError"),
+        "detached_child": (detached_child(marker), "left 1 process running after its verdict (killed)"),
     }
 
 
-@pytest.mark.parametrize("attack", ["os_exit", "endless_loop", "memory_blow_up", "writes_outside"])
+@pytest.fixture
+def marker() -> Iterator[str]:
+    marker = new_marker()
+    yield marker
+    kill_marked(marker)
+
+
+@pytest.mark.parametrize(
+    "attack", ["os_exit", "endless_loop", "memory_blow_up", "writes_outside", "fork_bomb", "detached_child"]
+)
 def test_hostile_verifier_costs_one_verdict(
-    attack: str, scenarios_copy: Path, data_dir: Path, local_backend: Callable[..., EvaluationBackend]
+    attack: str,
+    marker: str,
+    scenarios_copy: Path,
+    data_dir: Path,
+    local_backend: Callable[..., EvaluationBackend],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     if attack == "writes_outside" and abi_version() < 1:
         pytest.skip("this kernel has no Landlock, so writes cannot be confined (the project's machines have it)")
-    body, reason = _hostile(scenarios_copy)[attack]
+    body, reason = _hostile(scenarios_copy, marker)[attack]
     _break_verifier(scenarios_copy, body)
     catalog = ScenarioCatalog(scenarios_copy)
     backend = local_backend(data_dir, catalog)
@@ -75,6 +92,8 @@ def test_hostile_verifier_costs_one_verdict(
 
     _, rates = run.scores(data_dir / "eval.duckdb")  # re-verification goes through the same containment
     assert (rates["n"], rates["passes"], rates["n_errors"]) == (len(TASK_IDS) - 1, len(TASK_IDS) - 1, 1)
+    assert not marked_processes(marker)
+    assert "Traceback" not in capfd.readouterr().err
 
 
 @pytest.mark.slow
