@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +32,7 @@ from eval_pipelines.inputs.sweeps import (
     sweep_scenarios,
 )
 from eval_pipelines.lib.confine import make_undumpable
-from eval_pipelines.lib.sweep_control import SweepLock, SweepLocked, SweepStop
+from eval_pipelines.lib.sweep_control import StopTally, SweepLock, SweepLocked, SweepStop, stop_on_signals
 from eval_pipelines.reports.viewer.links import DEFAULT_HOST as VIEWER_HOST
 from eval_pipelines.reports.viewer.links import DEFAULT_PORT as VIEWER_PORT
 from eval_pipelines.schemas.sweep import SweepConfig
@@ -65,8 +65,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sweep = load_sweep(config_path)
     catalog = ScenarioCatalog()
     scenarios = checked_scenarios(sweep, catalog, config_path)
-    held = contextlib.ExitStack()
-    backend = sweep_backend(args, held)
     run = SweepRun(
         sweep=sweep,
         sweep_id=args.sweep_id or default_sweep_id(sweep),
@@ -85,8 +83,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"scenarios x rollout_count {sweep.rollout_count} = {total} rollouts"
     )
     stop = SweepStop()
+    held = contextlib.ExitStack()
     try:
-        with held, SweepLock(data_dir(), run.sweep_id), _stop_on_signals(stop):
+        # Signals first: every thread and process the sweep starts (the embedded service's too) inherits them.
+        with stop_on_signals(stop), SweepLock(data_dir(), run.sweep_id), held:
+            backend = sweep_backend(args, held)
             outcome = execute_with_progress(run, backend, total, stop, console)
     except SweepLocked as locked:
         raise UserError(str(locked)) from None
@@ -129,7 +130,10 @@ def sweep_backend(args: argparse.Namespace, held: contextlib.ExitStack) -> Evalu
     from eval_pipelines.clients.backend import EvaluationBackend
     from eval_pipelines.clients.evaluation import EvaluationClient, EvaluationClientSync
 
-    remote = EvaluationBackend(EvaluationClientSync(EvaluationClient(args.base_url, os.environ[SERVICE_KEY_ENV])))
+    # The progress bar only reads counts: it says the service is away and goes on drawing, while the sweep's own
+    # steps (Dagster's resource, another backend) wait for it to come back.
+    client = EvaluationClientSync(EvaluationClient(args.base_url, os.environ[SERVICE_KEY_ENV]))
+    remote = EvaluationBackend(client, outage_seconds=0)
     held.callback(remote.close)
     return remote
 
@@ -138,6 +142,8 @@ def sweep_backend(args: argparse.Namespace, held: contextlib.ExitStack) -> Evalu
 class SweepOutcome:
     failures: list[str]
     crashed: BaseException | None = None
+    #: What the sweep's rollouts ended as, counted once a stop request ended it (None otherwise).
+    stopped: StopTally | None = None
 
 
 def execute_with_progress(
@@ -153,6 +159,8 @@ def execute_with_progress(
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
+
+    from eval_pipelines.clients.backend import SERVICE_DOWN_ERRORS
 
     names = [run_name(run.sweep_id, s.scenario_id, m.name) for m, s in run.pairs]
     outcome = SweepOutcome(failures=["sweep"])
@@ -171,24 +179,60 @@ def execute_with_progress(
         worker.start()
         cancelled = False
         while worker.is_alive():
-            worker.join(PROGRESS_SECONDS)
-            runs = [found for name in names if (found := backend.find_run(name)) is not None]
+            stop.wait(PROGRESS_SECONDS)
+            try:
+                runs = [found for name in names if (found := backend.find_run(name)) is not None]
+                if stop.requested and not cancelled:
+                    progress.update(bar, description=f"stopping ({stop.signal_name})")
+                    for found in runs:
+                        if not found.is_finished:
+                            backend.cancel(found.run_id)
+                    cancelled = True
+            except SERVICE_DOWN_ERRORS:
+                # The sweep's steps wait for the service to come back (or fail once the wait runs out).
+                progress.update(bar, description=f"waiting for the service at {backend.url}")
+                continue
             errors = sum(r.errors for r in runs)
             active = next((r for r in runs if not r.is_finished), None)
+            description = "rollouts" if active is None else active.run_name or active.scenario_id
             progress.update(
                 bar,
                 completed=sum(r.total - r.pending - r.running for r in runs),
-                description="rollouts" if active is None else active.run_name or active.scenario_id,
+                description=f"stopping ({stop.signal_name})" if cancelled else description,
                 errors=f"[red]{errors} errors[/]" if errors else "",
             )
-            if stop.requested and not cancelled:
-                cancelled = True
-                progress.update(bar, description=f"stopping ({stop.signal_name})")
-                for found in runs:
-                    if not found.is_finished:
-                        backend.cancel(found.run_id)
         progress.update(bar, description="stopped" if stop.requested else "done")
+    if stop.requested:
+        outcome.stopped = stop_tally(backend, names, total)
     return outcome
+
+
+def stop_tally(backend: EvaluationBackend, names: Sequence[str], total: int) -> StopTally | None:
+    """What the sweep's rollouts ended as once a stop ended it, read back from the service (None when it
+    cannot be reached): a cancel reaches a rollout mid-step, and one that finishes its step first completes."""
+    from eval_pipelines.clients.backend import PAGE_SIZE, SERVICE_DOWN_ERRORS
+    from eval_pipelines.schemas.runs import RolloutStatus, TerminationReason
+
+    tally = StopTally(not_run=total)
+    try:
+        for name in names:
+            found = backend.find_run(name)
+            if found is None:
+                continue
+            tally.not_run -= found.total
+            for page in backend.rollout_pages(found.run_id, PAGE_SIZE):
+                for rollout in page:
+                    if rollout.status == RolloutStatus.COMPLETED:
+                        tally.completed += 1
+                    elif rollout.termination_reason == TerminationReason.CANCELLED.value:
+                        tally.cancelled += 1
+                    elif rollout.status.is_terminal:
+                        tally.failed += 1
+                    else:
+                        tally.not_run += 1
+    except SERVICE_DOWN_ERRORS:
+        return None
+    return tally
 
 
 def report_sweep(run: SweepRun, outcome: SweepOutcome, stop: SweepStop, console: Console) -> int:
@@ -204,9 +248,7 @@ def report_sweep(run: SweepRun, outcome: SweepOutcome, stop: SweepStop, console:
             print(f"eval-pipelines: error: {line}", file=sys.stderr)
         return EXIT_USER_ERROR
     if stop.signum is not None:
-        console.print(
-            f"stopped by {stop.signal_name}: in-flight rollouts ended cancelled; run the same command to resume"
-        )
+        console.print(stop.summary(outcome.stopped) + "; run the same command to resume")
         return 128 + stop.signum
     if run.abandoned_runs:
         console.print(f"marked {run.abandoned_runs} run(s) of a killed sweep as failed and freed their pool slots")
@@ -221,26 +263,6 @@ def report_sweep(run: SweepRun, outcome: SweepOutcome, stop: SweepStop, console:
 
 #: How often the progress bar reads the runs' counts.
 PROGRESS_SECONDS = 0.5
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: SweepStop) -> Iterator[None]:
-    """SIGINT and SIGTERM request a clean stop (the sweep cancels its in-flight rollouts and starts nothing new);
-    a second signal gets the default behaviour, for a user who cannot wait."""
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-
-    def handler(signum: int, _frame: object) -> None:
-        stop.request(signum)
-        for restored, original in previous.items():
-            signal.signal(restored, original)
-
-    for signum in previous:
-        signal.signal(signum, handler)
-    try:
-        yield
-    finally:
-        for signum, original in previous.items():
-            signal.signal(signum, original)
 
 
 def sweep_exit_code(duckdb_path: Path, sweep_id: str, threshold: float, failures: Sequence[str]) -> int:
@@ -372,7 +394,7 @@ def cmd_reverify(args: argparse.Namespace) -> int:
             f"{sum(p.unscored for p in mine)} of {sum(p.rollouts for p in mine)} rollouts without a verdict at it"
         )
     stop = SweepStop()
-    with _stop_on_signals(stop):
+    with stop_on_signals(stop):
         failures = reverify_with_progress(selected, args.sweep, stop, console)
     if stop.signum is not None:
         console.print(f"stopped by {stop.signal_name}: run the same command to re-verify the rest")
@@ -432,7 +454,7 @@ def reverify_with_progress(
         worker = threading.Thread(target=execute, name="reverify", daemon=True)
         worker.start()
         while worker.is_alive():
-            worker.join(PROGRESS_SECONDS)
+            stop.wait(PROGRESS_SECONDS)
             if stop.requested:
                 progress.update(bar, description=f"stopping ({stop.signal_name})")
         progress.update(bar, description="stopped" if stop.requested else "done")
@@ -805,6 +827,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, ScenarioError, UserError) as exc:
         print(f"eval-pipelines: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except KeyboardInterrupt:  # a second Ctrl-C, from a user who would not wait for the clean stop
+        print("eval-pipelines: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":

@@ -7,12 +7,14 @@ sweep never leaves a stale lock behind. The file's text names the holder, so a s
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import re
 import signal
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -99,3 +101,74 @@ class SweepStop:
     def request(self, signum: int) -> None:
         if self.signum is None:
             self.signum = signum
+
+    def wait(self, seconds: float) -> None:
+        """Sleep up to `seconds`, taking a Ctrl-C that arrived meanwhile as the stop request. Call it from the thread
+        that entered `stop_on_signals`, where SIGINT is blocked and so waits to be taken here. A second one is from a
+        user who cannot wait: KeyboardInterrupt, which unwinds the sweep without its clean stop."""
+        if signal.sigtimedwait({signal.SIGINT}, seconds) is not None:
+            self._interrupted()
+
+    def _interrupted(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.request(signal.SIGINT)
+
+    def summary(self, tally: StopTally | None) -> str:
+        """`stopped by SIGTERM: 6 rollouts completed, 2 cancelled, 8 not run`; without a tally (the counts could
+        not be read) only what stopped it."""
+        stopped = f"stopped by {self.signal_name}"
+        return stopped if tally is None else f"{stopped}: {tally}"
+
+
+@dataclass
+class StopTally:
+    """What a stopped sweep's rollouts ended as: counted after the stop, since a rollout in flight when the
+    signal came may still complete (the cancel reaches it between steps)."""
+
+    completed: int = 0
+    cancelled: int = 0
+    #: finished otherwise: the agent's failures and errors that are not a cancel.
+    failed: int = 0
+    #: never started: queued in a run, or in a pair the stop came before.
+    not_run: int = 0
+
+    def __str__(self) -> str:
+        counts = [f"{self.completed} rollouts completed", f"{self.cancelled} cancelled"]
+        counts += [f"{self.failed} failed"] if self.failed else []
+        counts += [f"{self.not_run} not run"] if self.not_run else []
+        return ", ".join(counts)
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: SweepStop) -> Iterator[None]:
+    """SIGINT and SIGTERM request a clean stop of the sweep run inside (the sweep cancels its in-flight rollouts
+    and starts nothing new); a second SIGTERM gets the default behaviour, a second SIGINT is a KeyboardInterrupt.
+
+    SIGINT is blocked on the entering thread for the duration, and so on every thread and process started inside,
+    which inherit the mask: a terminal's Ctrl-C goes to the whole process group, and each helper process (Dagster's
+    compute-log tails and their watchers, the tool-server host) died of it with a KeyboardInterrupt traceback,
+    taking its in-flight work along. The entering thread takes it with `stop.wait`; should a thread started before
+    deliver it, the handler records it the same way."""
+    handled = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in handled}
+
+    def handler(signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT:
+            stop._interrupted()
+            return
+        stop.request(signum)
+        signal.signal(signum, previous[signal.Signals(signum)])
+
+    for signum in handled:
+        signal.signal(signum, handler)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        # Taken before unblocking: one that arrived after the last wait would otherwise be a KeyboardInterrupt now.
+        while signal.SIGINT in signal.sigpending() and signal.sigtimedwait({signal.SIGINT}, 0) is not None:
+            stop.request(signal.SIGINT)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for signum, original in previous.items():
+            signal.signal(signum, original)
