@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pydantic_core import PydanticSerializationError
+
 from eval_pipelines.agents.base import META_TERMINATION, BaseAgent, construct_agent
 from eval_pipelines.agents.loader import load_agent_class
 from eval_pipelines.agents.simlab_adapter import SimLabAgentAdapter
@@ -24,6 +26,7 @@ from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavailable
 from eval_pipelines.environments.mcp import McpServerSpec
 from eval_pipelines.environments.unified import UnifiedEnvironment
+from eval_pipelines.lib.json_values import without_lone_surrogates
 from eval_pipelines.llm.deadline import RolloutDeadline, rollout_deadline
 from eval_pipelines.llm.errors import LLMError
 from eval_pipelines.llm.metering import UsageMeter, metering
@@ -265,6 +268,8 @@ class RolloutEngine:
                     artifacts.set_error(f"Workspace provisioning failed: MCP server: {exc}")
                     return self._finish(spec, artifacts, _PROVISIONING_FAILED, [], started)
             ending = await self._run_agent(spec, environment, artifacts, cancel)
+            if spec.agent_path is not None:
+                _make_storable(artifacts)
             for server, tools in environment.http_tool_listings().items():
                 self._tool_listings.setdefault(self._base_url(spec, server), tools)
             snapshot_error = await self._capture_state(spec, environment, workspaces, initial, artifacts)
@@ -472,6 +477,20 @@ class RolloutEngine:
             error_class=error_class,
         )
         return RolloutOutcome(status=status, termination_reason=ending.reason, result=result, artifacts=artifacts)
+
+
+def _make_storable(artifacts: RunArtifacts) -> None:
+    """Replace the lone surrogates a custom agent recorded (a model's text copied as it came): the verifiers, the
+    stored file and the warehouse all need a record that encodes. The reference agent replaces them itself."""
+    try:
+        artifacts.model_dump_json()
+    except PydanticSerializationError:
+        try:
+            clean = RunArtifacts.model_validate(without_lone_surrogates(artifacts.model_dump(mode="json")))
+        except (ValueError, RecursionError):
+            return  # not a surrogate: storing fails as it would have, with its own message
+        for name in RunArtifacts.model_fields:
+            setattr(artifacts, name, getattr(clean, name))
 
 
 def _record_usage(artifacts: RunArtifacts, meter: UsageMeter) -> None:

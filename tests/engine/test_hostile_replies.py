@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eval_pipelines.agents.base import BaseAgent
 from eval_pipelines.agents.tool_calling import ToolCallingAgent
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
@@ -204,6 +205,32 @@ async def test_the_reference_agent_s_own_fault_is_an_internal_error(serve: Any, 
     own = await _execute(spec, custom)
     assert own.status == RolloutStatus.FAILED and own.error_class is None
     assert own.termination_reason == TerminationReason.AGENT_ERROR
+
+
+class SurrogateCopyingAgent(BaseAgent):
+    """A custom agent that records a model's text as it came, lone surrogates and all."""
+
+    @staticmethod
+    def name() -> str:
+        return "surrogate_copying"
+
+    async def run(self, instruction: str, environment: Any, context: RunArtifacts) -> None:
+        context.record_message("assistant", "half \ud83d", tool_calls=[{"id": "c\udfff"}])
+        context.set_final_observation("done \udc00")
+
+
+async def test_a_custom_agent_s_surrogates_are_replaced_before_storing(
+    serve: Any, tool_host: Any, tmp_path: Path
+) -> None:
+    model = serve(create_scripted_app(Script([text_reply("unused")])))
+    spec = replace(
+        _spec(model.url, tool_host.base_url("email")),
+        agent_path="tests.engine.test_hostile_replies:SurrogateCopyingAgent",
+    )
+    outcome = await _execute(spec)
+    assert outcome.status == RolloutStatus.COMPLETED and outcome.error_class is None, outcome.result.message
+    assert outcome.artifacts.final_observation == "done \ufffd"
+    _assert_not_the_model_s_failure_by_the_harness(outcome, tmp_path)
 
 
 async def _execute(spec: RolloutSpec, agent_factory: Any = None) -> Any:
