@@ -35,7 +35,7 @@ def _is_call(value: Any) -> bool:
 def _parses_as_call(text: str) -> bool:
     try:
         return _is_call(json.loads(text))
-    except ValueError:
+    except (ValueError, RecursionError):  # a final answer nested thousands deep is prose to us, not a crash
         return False
 
 

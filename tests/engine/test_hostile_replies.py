@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eval_pipelines.agents.base import BaseAgent
+from eval_pipelines.agents.text_tool_calls import flag_text_tool_call
 from eval_pipelines.agents.tool_calling import ToolCallingAgent
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
@@ -354,3 +355,19 @@ async def test_a_strict_endpoint_never_sees_the_model_s_invalid_arguments(serve:
     refused, sent = outcome.artifacts.tool_calls
     assert refused.raw_arguments == bad and refused.arguments_error
     assert sent.parameters == json.loads(VALID)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "[" * 100_000,
+        "[" * 500 + "]" * 500,
+        "```json\n" + "[" * 100_000 + "\n```",
+        "<tool_call>" + "{" * 100_000,
+        "9" * 5000,
+    ],
+    ids=["100,000 open", "500 levels", "fenced", "tagged", "5000 digits"],
+)
+def test_a_hostile_final_answer_is_not_flagged_and_does_not_raise(answer: str) -> None:
+    artifacts = RunArtifacts(task_id="t", task="x", final_observation=answer)
+    assert flag_text_tool_call(artifacts) is False
