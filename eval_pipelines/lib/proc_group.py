@@ -245,8 +245,9 @@ def _prepare_home(fstype: str, own: Path, family: str) -> Path | None:
 
 
 @functools.cache
-def _groups_home(family: str) -> Path | None:
-    """Where this process makes the family's cgroups, chosen once; stale groups of ended processes cleared."""
+def groups_home(family: str) -> Path | None:
+    """Where this process makes the family's cgroups, chosen once (stale groups of ended processes cleared); None
+    where it can make none, and groups are process trees."""
     for fstype, own in _own_cgroups():
         home = _prepare_home(fstype, own, family)
         if home is not None:
@@ -287,7 +288,7 @@ class ProcessGroup:
     def contain(cls, leader: int, *, max_tasks: int, family: str) -> ProcessGroup:
         """Put `leader` into a cgroup of its own (beneath `family`) holding at most `max_tasks` tasks, threads
         included; where none can be made, the group is the leader's process tree."""
-        home = _groups_home(family)
+        home = groups_home(family)
         if home is None:
             return cls(leader, None)
         folder = home / f"{os.getpid()}-{leader}"

@@ -72,8 +72,8 @@ DEFAULT_MAX_WORKER_FAILURES = 3
 _STOP_GRACE_SECONDS = 2.0
 #: The only environment variables a worker gets (locale, temp dir, search path); secrets stay behind.
 _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
-#: Where the workers' cgroups are made, beneath this process's own.
-_CGROUP_FAMILY = "eval-pipelines-verifiers"
+#: The folder, beneath this process's own cgroup, that holds the workers' cgroups.
+WORKER_CGROUP_FAMILY = "eval-pipelines-verifiers"
 
 #: The artifacts object, its JSON-ready dict, its stored bytes (compressed or plain JSON), or the path of its trace
 #: file; or why that file could not be read.
@@ -336,7 +336,7 @@ def _spawn_worker() -> _Worker:
     finally:
         child_socket.close()
     # Contained before it is sent anything to run: until then it only starts the interpreter.
-    group = ProcessGroup.contain(process.pid, max_tasks=VERIFIER_MAX_TASKS, family=_CGROUP_FAMILY)
+    group = ProcessGroup.contain(process.pid, max_tasks=VERIFIER_MAX_TASKS, family=WORKER_CGROUP_FAMILY)
     return _Worker(process, multiprocessing.connection.Connection(parent_socket.detach()), group)
 
 

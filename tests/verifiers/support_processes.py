@@ -9,12 +9,19 @@ import shutil
 import uuid
 from pathlib import Path
 
+from eval_pipelines.lib.proc_group import groups_home
 from eval_pipelines.schemas.limits import VERIFIER_MAX_TASKS
+from eval_pipelines.verifiers.isolation import WORKER_CGROUP_FAMILY
 
 MARKER_VARIABLE = "EVAL_PIPELINES_TEST_MARKER"
 SLEEP = shutil.which("sleep") or "/bin/sleep"
 #: Far past the cap, yet bounded: without a cap this many sleeps is a nuisance, not an outage.
 FORK_ATTEMPTS = 2 * VERIFIER_MAX_TASKS
+
+
+def task_cap_enforced() -> bool:
+    """Whether a worker's tasks are capped here: a cgroup can be made, or RLIMIT_NPROC applies (not to root)."""
+    return groups_home(WORKER_CGROUP_FAMILY) is not None or os.getuid() != 0
 
 
 def new_marker() -> str:
