@@ -32,6 +32,7 @@ from eval_pipelines.inputs.sweeps import (
     sweep_scenarios,
 )
 from eval_pipelines.lib.confine import make_undumpable
+from eval_pipelines.lib.redact import install_log_redaction
 from eval_pipelines.lib.sweep_control import StopTally, SweepLock, SweepLocked, SweepStop, stop_on_signals
 from eval_pipelines.reports.viewer.links import DEFAULT_HOST as VIEWER_HOST
 from eval_pipelines.reports.viewer.links import DEFAULT_PORT as VIEWER_PORT
@@ -819,6 +820,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # This process holds keys: nothing a model or verifier runs may read its memory or environment.
     make_undumpable()
+    install_log_redaction()
     args = build_parser().parse_args(argv)
     try:
         if args.project_dir is not None:

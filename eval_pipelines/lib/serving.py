@@ -15,6 +15,7 @@ from typing import Any
 import uvicorn
 
 from eval_pipelines.lib.aio import startup_objects_frozen
+from eval_pipelines.lib.redact import install_log_redaction
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -34,6 +35,8 @@ class BackgroundServer:
         startup_timeout: float = 15.0,
         log_level: str = "warning",
     ) -> None:
+        # The hosting process may be any of ours (a test, a notebook): its lines are redacted like an entry point's.
+        install_log_redaction()
         self.host = host
         self.port = port or free_port(host)
         self._startup_timeout = startup_timeout

@@ -18,6 +18,7 @@ import uvicorn
 
 from eval_pipelines.inputs.paths import data_dir
 from eval_pipelines.lib.confine import make_undumpable
+from eval_pipelines.lib.redact import install_log_redaction
 from eval_pipelines.platform.app import create_platform_app
 from eval_pipelines.platform.auth import TOKENS_ENV, TOKENS_FILE_ENV, TokenConfigError, issue_token
 from eval_pipelines.platform.config import PlatformSettings
@@ -57,6 +58,7 @@ def run_platform(
     if not logging.getLogger().handlers:
         # A foreground server is an entry point: without this, the platform's own lines would go nowhere.
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_redaction()
     logger.info(
         "assessment platform on http://%s:%d (store %s, %d token(s), models %s)",
         host,

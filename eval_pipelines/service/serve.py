@@ -17,6 +17,7 @@ import uvicorn
 
 from eval_pipelines.inputs.paths import data_dir
 from eval_pipelines.lib.confine import make_undumpable
+from eval_pipelines.lib.redact import install_log_redaction
 from eval_pipelines.service.api import EvaluationService, create_app, service_of
 from eval_pipelines.service.auth import KeyConfigError
 from eval_pipelines.service.settings import ServiceSettings
@@ -47,6 +48,7 @@ def run_eval_service(
     log_level: str = "info",
 ) -> None:
     """Serve until interrupted. Raises KeyConfigError when no API keys are configured."""
+    install_log_redaction()
     settings = ServiceSettings.from_environment(Path(data_dir), Path(scenarios_dir) if scenarios_dir else None)
     app = create_app(settings)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_keep_alive=30)
@@ -64,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_redaction()
     try:
         run_eval_service(args.host, args.port, Path(args.data_dir), args.scenarios_dir, log_level=args.log_level)
     except KeyConfigError as exc:

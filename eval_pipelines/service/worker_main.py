@@ -13,6 +13,7 @@ import sys
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib import aio
 from eval_pipelines.lib.confine import make_undumpable
+from eval_pipelines.lib.redact import install_log_redaction
 from eval_pipelines.lib.slots import SlotPool
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.service.executor import NotFound, RunExecutor
@@ -93,6 +94,7 @@ def main() -> int:
     # This process holds keys: nothing a model or verifier runs may read its memory or environment.
     make_undumpable()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    install_log_redaction()
     aio.run(_run_job())
     return 0
 

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from eval_pipelines.lib.aio import startup_objects_frozen
 from eval_pipelines.lib.confine import make_undumpable, scrubbed_environment
 from eval_pipelines.lib.http_pool import default_ssl_context
+from eval_pipelines.lib.redact import install_log_redaction
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.toolservers.app import DEFAULT_MAX_WORKSPACES, create_app
 from eval_pipelines.toolservers.base import BuiltinToolServer
@@ -276,6 +277,7 @@ class ToolServerProcess:
 def _serve(fd: int, names: list[str], max_workspaces: int, parent_pid: int) -> None:
     """The child's body: serve on the inherited socket until SIGTERM or until the parent is gone."""
     make_undumpable()  # it holds NPC model keys in memory (configure) that a command must not read
+    install_log_redaction()  # before uvicorn's Config, which sets up its loggers
     app = build_host_app({name: BUILTIN_SERVERS[name]() for name in names}, max_workspaces=max_workspaces)
     # Not uvicorn's `fd=`: it wraps the descriptor as a Unix socket, so accepted TCP connections miss
     # TCP_NODELAY and every response waits out the client's delayed ACK (~40 ms a request).

@@ -57,6 +57,7 @@ from eval_pipelines.lib.proc_group import (
     exit_when_orphaned,
     kill_descendants,
 )
+from eval_pipelines.lib.redact import install_log_redaction
 from eval_pipelines.schemas.artifacts import RunArtifacts, UnreadableArtifacts, read_artifacts_file
 from eval_pipelines.schemas.limits import VERIFIER_MAX_TASKS
 from eval_pipelines.schemas.runs import DEFAULT_VERIFIER_TIMEOUT_SECONDS
@@ -279,6 +280,7 @@ def worker_entry(fd: int) -> None:
     spec and whether the worker's cgroup caps its tasks."""
     become_subreaper()
     exit_when_orphaned(fd)
+    install_log_redaction()
     conn = multiprocessing.connection.Connection(fd)
     try:
         spec, group_capped = conn.recv()
