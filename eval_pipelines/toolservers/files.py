@@ -103,6 +103,7 @@ COMMAND_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: after the command's own process exits, how long to keep collecting output already in flight.
 _DRAIN_SECONDS = 0.2
 _POLL_SECONDS = 0.05
+_EXIT_POLL_SECONDS = 0.001
 
 #: How `run_command` is isolated on this host: see `command_sandbox`.
 SANDBOX_NAMESPACES = "namespaces"
@@ -381,6 +382,7 @@ def run_confined_command(root: Path, command: str, timeout_seconds: float) -> tu
     deadline = time.monotonic() + timeout_seconds
     timed_out = False
     drain_until: float | None = None
+    exit_wait = _EXIT_POLL_SECONDS
     with selectors.DefaultSelector() as selector:
         for stream in (process.stdout, process.stderr):
             selector.register(stream, selectors.EVENT_READ)
@@ -391,7 +393,14 @@ def run_confined_command(root: Path, command: str, timeout_seconds: float) -> tu
                 break
             if drain_until is not None and (now >= drain_until or not selector.get_map()):
                 break
-            for key, _ in selector.select(_POLL_SECONDS):
+            if selector.get_map():
+                ready = selector.select(_POLL_SECONDS)
+            else:
+                # Both streams are closed, so the launcher is exiting (in the sandbox, after its namespaces are
+                # torn down): a select on nothing would sleep its whole period, a few times the exit itself.
+                time.sleep(exit_wait)
+                exit_wait, ready = min(2 * exit_wait, _POLL_SECONDS), []
+            for key, _ in ready:
                 data = os.read(key.fd, 65536)
                 if data:
                     captures[key.fd].add(data)

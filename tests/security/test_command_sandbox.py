@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -19,9 +21,12 @@ import httpx
 import pytest
 
 from eval_pipelines.cli import main as cli_main
+from eval_pipelines.lib.confine import confined_argv
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.toolservers import create_app
 from eval_pipelines.toolservers.files import (
+    COMMAND_FILE_BYTES,
+    COMMAND_MEMORY_BYTES,
     COMMAND_WRAPPER_ENV,
     SANDBOX_LANDLOCK_ONLY,
     SANDBOX_NAMESPACES,
@@ -188,3 +193,31 @@ def test_the_host_and_the_cli_report_the_sandbox(capsys: pytest.CaptureFixture[s
         assert httpx.get(f"{host.url}/health").json()["command_sandbox"] == SANDBOX_NAMESPACES
     assert cli_main(["sandbox"]) == 0
     assert capsys.readouterr().out == "run_command sandbox: namespaces\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_a_host_that_is_not_root_sandboxes_through_a_user_namespace() -> None:
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if subprocess.run([*nobody, sys.executable, "-I", "-c", "import eval_pipelines"], check=False).returncode:
+        pytest.skip("this interpreter is out of an unprivileged user's reach")
+    with tempfile.TemporaryDirectory() as parent:  # pytest's tmp_path is private to root
+        workspace = Path(parent) / "ws"
+        workspace.mkdir()
+        os.chmod(parent, 0o755)
+        os.chown(workspace, 65534, 65534)
+        _check_unprivileged_sandbox(nobody, workspace)
+
+
+def _check_unprivileged_sandbox(nobody: list[str], workspace: Path) -> None:
+    launcher = confined_argv(
+        ["/bin/sh", "-c", "ps -eo pid= | wc -l; echo made > made.txt; cat /proc/1/cmdline"],
+        writable=workspace,
+        memory_bytes=COMMAND_MEMORY_BYTES,
+        cpu_seconds=5,
+        file_bytes=COMMAND_FILE_BYTES,
+        sandbox=True,
+    )
+    done = subprocess.run([*nobody, *launcher], cwd=workspace, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].strip() in {"3", "4"}  # init, sh, ps (and wc): nothing of the host
+    assert (workspace / "made.txt").stat().st_uid == 65534  # root inside is that user outside
