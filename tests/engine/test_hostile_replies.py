@@ -154,6 +154,25 @@ def test_fuzzed_replies_never_crash_the_reference_agent(replies: list[dict[str, 
     assert all(isinstance(call, dict) for call in environment.calls)
 
 
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
+@given(replies=_replies)
+def test_fuzzed_replies_through_the_engine_end_completed(replies: list[dict[str, Any]], tool_host: Any) -> None:
+    """The same fuzzed replies on the real email server: every rollout completes (its verdict is the model's)."""
+    endpoint = StrictEndpoint([*replies, text_reply("done")])
+
+    def reference(spec: RolloutSpec, clients: ChatClientPool, stop: asyncio.Event) -> Any:
+        return ToolCallingAgent(endpoint, spec.model_config)  # type: ignore[arg-type]
+
+    unused_model_url = "http://127.0.0.1:9"
+    outcome = asyncio.run(_execute(_spec(unused_model_url, tool_host.base_url("email")), reference))
+    assert outcome.status == RolloutStatus.COMPLETED, outcome.result.message
+    assert RunArtifacts.model_validate_json(outcome.artifacts.model_dump_json()).messages
+
+
 @pytest.mark.parametrize("label", sorted(HOSTILE_ARGUMENTS))
 async def test_hostile_arguments_become_an_observation_or_a_clean_call(label: str) -> None:
     raw = HOSTILE_ARGUMENTS[label]
