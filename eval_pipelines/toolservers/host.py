@@ -25,7 +25,7 @@ from eval_pipelines.lib.redact import install_log_redaction
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.toolservers.app import DEFAULT_MAX_WORKSPACES, create_app
 from eval_pipelines.toolservers.base import BuiltinToolServer
-from eval_pipelines.toolservers.files import command_sandbox
+from eval_pipelines.toolservers.files import COMMAND_WRAPPER_ENV, command_sandbox
 from eval_pipelines.toolservers.registry import BUILTIN_SERVERS
 
 __all__ = ["BUILTIN_SERVERS", "ToolServerHost", "ToolServerProcess", "build_host_app"]
@@ -235,6 +235,8 @@ class ToolServerProcess:
                    "--parent-pid", str(os.getpid())]  # fmt: skip
         # The host runs model-chosen commands (run_command): it starts with none of this process's secrets.
         env = scrubbed_environment({"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        if COMMAND_WRAPPER_ENV in os.environ:  # a setting, not a secret: the host prefixes it to every command
+            env[COMMAND_WRAPPER_ENV] = os.environ[COMMAND_WRAPPER_ENV]
         self._process = subprocess.Popen(command, pass_fds=(listener.fileno(),), stdout=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + self.startup_timeout
         while True:

@@ -33,7 +33,7 @@ from eval_pipelines.toolservers.files import (
     FilesServer,
     command_sandbox,
 )
-from eval_pipelines.toolservers.host import ToolServerHost
+from eval_pipelines.toolservers.host import ToolServerHost, ToolServerProcess
 from tests.toolservers._helpers import new_workspace, step
 
 pytestmark = pytest.mark.skipif(
@@ -186,6 +186,18 @@ def test_without_namespaces_the_host_says_so_and_falls_back(
     )
     # The fallback runs the command through the wrapper without namespaces: the host's processes are in view.
     assert "exit code: 0" in seen and canary_process[1] in seen
+
+
+def test_a_tool_host_process_warns_in_the_sweeps_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The host a sweep starts is a child process with an allow-listed environment: the wrapper must reach it,
+    # and its warning must reach the sweep's stderr.
+    monkeypatch.setenv(COMMAND_WRAPPER_ENV, str(_refusing_wrapper(tmp_path)))
+    with ToolServerProcess(["files"]) as host:
+        health = httpx.get(f"{host.url}/health").json()
+    assert health["command_sandbox"] == SANDBOX_LANDLOCK_ONLY
+    assert "run_command is NOT sandboxed in namespaces" in capfd.readouterr().err
 
 
 def test_the_host_and_the_cli_report_the_sandbox(capsys: pytest.CaptureFixture[str]) -> None:
