@@ -68,6 +68,9 @@ HIDDEN_ETC_PATHS = (
 )
 #: Device nodes the command may open; everything else under /dev (disks, consoles, /dev/kmsg) is absent.
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+#: The kernel's settings under /proc, read-only (as bubblewrap does), though Landlock and the dropped capabilities
+#: already keep a command from writing them.
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 #: Where the new root is assembled: a mount point covered in the new mount namespace only.
 _STAGING = "/tmp"
 
@@ -200,6 +203,11 @@ def _build_root(workspace: str, tmp_bytes: int) -> None:
     os.close(workspace_fd)
     os.mkdir(f"{new}/proc")
     _mount("proc", f"{new}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    for knobs in PROC_READ_ONLY:
+        target = f"{new}/proc/{knobs}"
+        if os.path.exists(target):
+            _mount(target, target, None, _MS_BIND | _MS_REC)
+            _read_only(target)
 
     os.chdir(new)
     _pivot_root(".", ".")  # the old root now sits on top of the new one; detaching it leaves only the new
