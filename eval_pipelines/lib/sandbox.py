@@ -55,7 +55,8 @@ _AF_INET, _SOCK_DGRAM = 2, 2
 
 #: Host directories the command sees, read-only: programs, libraries and their configuration.
 SYSTEM_DIRECTORIES = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
-#: Parts of /etc that hold credentials rather than configuration; they appear empty.
+#: Parts of /etc that hold credentials rather than configuration: covered by an empty directory or /dev/null (which
+#: the nodev mount of /etc then refuses to open).
 HIDDEN_ETC_PATHS = (
     "etc/shadow",
     "etc/shadow-",
@@ -158,17 +159,12 @@ def _bring_up_loopback() -> None:
         os.close(fd)
 
 
-def _build_root(workspace: str, tmp_bytes: int) -> None:
-    """Assemble the new root under `_STAGING` and make it `/`; the working directory ends in `workspace`."""
-    # The workspace usually lives under the host's /tmp, which the staging mount is about to cover.
-    workspace_fd = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here propagates back to the host
-    new = _STAGING
-    _mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+def _bind_system(new: str) -> None:
+    """The system directories under `new`, read-only, with the credentials in /etc covered."""
     bound = []
     for name in SYSTEM_DIRECTORIES:
         source, target = f"/{name}", f"{new}/{name}"
-        if os.path.islink(source):
+        if os.path.islink(source):  # merged /usr: /bin -> usr/bin, and so on
             os.symlink(os.readlink(source), target)
         elif os.path.isdir(source):
             os.mkdir(target)
@@ -183,6 +179,9 @@ def _build_root(workspace: str, tmp_bytes: int) -> None:
     for target in bound:
         _read_only(target)
 
+
+def _make_dev(new: str, tmp_bytes: int) -> None:
+    """A read-only `/dev` of the harmless devices, with a writable, size-capped `/dev/shm`."""
     os.mkdir(f"{new}/dev")
     _mount("tmpfs", f"{new}/dev", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "mode=0755,size=64k")
     for device in DEVICES:
@@ -196,11 +195,9 @@ def _build_root(workspace: str, tmp_bytes: int) -> None:
     _mount("tmpfs", f"{new}/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_bytes}")
     _mount(None, f"{new}/dev", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC)
 
-    os.mkdir(f"{new}/tmp")
-    _mount("tmpfs", f"{new}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_bytes}")
-    os.makedirs(f"{new}{workspace}", exist_ok=True)
-    _mount(f"/proc/self/fd/{workspace_fd}", f"{new}{workspace}", None, _MS_BIND | _MS_REC)
-    os.close(workspace_fd)
+
+def _make_proc(new: str) -> None:
+    """The new PID namespace's `/proc`, with the kernel's settings read-only."""
     os.mkdir(f"{new}/proc")
     _mount("proc", f"{new}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     for knobs in PROC_READ_ONLY:
@@ -209,9 +206,26 @@ def _build_root(workspace: str, tmp_bytes: int) -> None:
             _mount(target, target, None, _MS_BIND | _MS_REC)
             _read_only(target)
 
+
+def _build_root(workspace: str, tmp_bytes: int) -> None:
+    """Assemble the new root under `_STAGING` and make it `/`; the working directory ends in `workspace`."""
+    assert _libc is not None
+    # The workspace usually lives under the host's /tmp, which the staging mount is about to cover.
+    workspace_fd = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here propagates back to the host
+    new = _STAGING
+    _mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+    _bind_system(new)
+    _make_dev(new, tmp_bytes)
+    os.mkdir(f"{new}/tmp")
+    _mount("tmpfs", f"{new}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_bytes}")
+    os.makedirs(f"{new}{workspace}", exist_ok=True)
+    _mount(f"/proc/self/fd/{workspace_fd}", f"{new}{workspace}", None, _MS_BIND | _MS_REC)
+    os.close(workspace_fd)
+    _make_proc(new)
+
     os.chdir(new)
     _pivot_root(".", ".")  # the old root now sits on top of the new one; detaching it leaves only the new
-    assert _libc is not None
     _check(_libc.umount2(b".", _MNT_DETACH), "umount the host's root")
     os.chdir("/")
     _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
