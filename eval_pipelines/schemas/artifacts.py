@@ -45,6 +45,15 @@ META_TEXT_TOOL_CALL = "final_answer_is_tool_call"
 #: How many tool calls the model asked for past its per-reply cap (`max_tool_calls_per_reply`), over the whole
 #: rollout; absent when the cap was never hit. Those calls were answered "not run", never executed.
 META_TOOL_CALLS_OVER_CAP = "tool_calls_over_cap"
+#: On a multi-turn task: one entry per ended user turn, the last included: {tool_server: state snapshot} as the
+#: agent left it when it handed the turn back to the user.
+META_TURN_STATES = "turn_states"
+#: On a multi-turn task: how the conversation ended: the stop token the user said, or one of the USER_ENDING_*.
+META_USER_ENDING = "user_ending"
+#: A scripted user ran out of turns.
+USER_ENDING_SCRIPTED = "scripted_end"
+#: A simulated user reached its task's `max_turns` without saying a stop token.
+USER_ENDING_MAX_TURNS = "max_turns"
 
 
 class UnreadableArtifacts(ValueError):

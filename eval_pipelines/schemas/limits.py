@@ -21,6 +21,10 @@ MAX_MODEL_REPLY_BYTES = 8 << 20
 #: Nesting of an uploaded JSON document or a scenario's JSON file (template, task, NPCs, seed); deeper is refused
 #: before it can exhaust the parser's stack.
 MAX_JSON_DEPTH = 64
+#: User messages a simulated user says at most in one conversation when its task does not say (τ²'s default).
+DEFAULT_USER_MAX_TURNS = 30
+#: The most user messages a task may ask its simulated user for: every one is a model call.
+MAX_USER_TURNS = 200
 #: len(task_ids) x rollout_count of one run; a larger launch is refused before anything is allocated.
 DEFAULT_MAX_ROLLOUTS_PER_RUN = 10_000
 #: One rollout's stored artifacts, as decompressed JSON (and as the file itself): far above any real rollout (the

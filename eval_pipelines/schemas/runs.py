@@ -78,6 +78,8 @@ class ErrorClass(StrEnum):
     TOOL_SERVER = "tool_server"
     #: the model playing an NPC failed, or did not reveal what its persona must reveal when asked.
     NPC_MODEL = "npc_model"
+    #: the model playing the user of a multi-turn task failed: down, answered garbage, or never answered in time.
+    USER_SIMULATOR = "user_simulator"
     #: a verifier crashed, returned garbage, or could not run: the verdict is missing, not negative.
     VERIFIER = "verifier"
     #: the rollout was stopped (cancel, SIGINT/SIGTERM, or the process running it died).
@@ -94,7 +96,13 @@ class ErrorClass(StrEnum):
 
 
 RETRYABLE_ERROR_CLASSES = frozenset(
-    {ErrorClass.MODEL_ENDPOINT, ErrorClass.TOOL_SERVER, ErrorClass.NPC_MODEL, ErrorClass.INTERNAL}
+    {
+        ErrorClass.MODEL_ENDPOINT,
+        ErrorClass.TOOL_SERVER,
+        ErrorClass.NPC_MODEL,
+        ErrorClass.USER_SIMULATOR,
+        ErrorClass.INTERNAL,
+    }
 )
 
 #: Errors known only by their termination reason (rows written before `error_class` existed, other services).

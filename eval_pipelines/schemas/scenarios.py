@@ -4,13 +4,13 @@ scenario carries for execution (reference actions, seed bindings, verifier modul
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from eval_pipelines.schemas._base import WireModel
 from eval_pipelines.schemas.hosted import verifier_module_name
-from eval_pipelines.schemas.limits import MAX_PLAIN_NAME_CHARS
+from eval_pipelines.schemas.limits import DEFAULT_USER_MAX_TURNS, MAX_PLAIN_NAME_CHARS, MAX_USER_TURNS
 from eval_pipelines.schemas.tools import ToolCall
 
 #: An id that names a file or folder (tasks/<task_id>.json, verifiers/<module>.py, a scenario's folder): no
@@ -105,6 +105,59 @@ class SeedDataFile(WireModel):
     content: str
 
 
+class ScriptedUserSpec(WireModel):
+    """A user who says fixed lines, one per turn (BFCL multi-turn)."""
+
+    kind: Literal["scripted"] = "scripted"
+    #: user messages, one per turn; turn 0 is the task's `description`, so the instruction stays the first message.
+    #: A turn whose text is None or "" only unlocks tools (BFCL miss_func) and says `unlock_message` instead.
+    turns: list[str | None]
+    #: turn index (as a string: JSON keys) -> tool names that become visible at that turn (hidden before it).
+    unlocks: dict[str, list[str]] = Field(default_factory=dict)
+    unlock_message: str = ""
+
+    @field_validator("turns")
+    @classmethod
+    def _some_turn(cls, value: list[str | None]) -> list[str | None]:
+        if not value:
+            raise ValueError("turns must hold at least one user message")
+        return value
+
+    @field_validator("unlocks")
+    @classmethod
+    def _turn_keys(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for key in value:
+            if not key.isdigit():
+                raise ValueError(f"unlocks keys must be turn indexes such as '1', not {key[:_SHOWN_CHARS]!r}")
+        return value
+
+    def unlocked_at(self, turn: int) -> list[str]:
+        return list(self.unlocks.get(str(turn), []))
+
+    def hidden_before(self) -> set[str]:
+        """Every tool some turn after the first unlocks: hidden until its turn."""
+        return {name for key, names in self.unlocks.items() if int(key) > 0 for name in names}
+
+
+class SimulatedUserSpec(WireModel):
+    """A user played by a model from a persona and instructions (τ²-bench)."""
+
+    kind: Literal["simulated"] = "simulated"
+    #: the simulator's whole system prompt (guidelines + scenario), assembled by whoever made the task.
+    system_prompt: str
+    #: tokens the user says to end the conversation; the one said is recorded as `user_ending`.
+    stop_tokens: list[str] = Field(default_factory=list)
+    #: the agent's fixed first message, said before the user opens (τ²: "Hi! How can I help you today?").
+    agent_greeting: str | None = None
+    #: user messages at most, the opening included.
+    max_turns: int = Field(default=DEFAULT_USER_MAX_TURNS, ge=1, le=MAX_USER_TURNS)
+    #: what the simulated user persona (offline) says first; also the key the sim-oracle finds the task by.
+    opening: str = ""
+
+
+UserSpec = Annotated[ScriptedUserSpec | SimulatedUserSpec, Field(discriminator="kind")]
+
+
 class Task(WireModel):
     """A task as the service lists it. `description` is the instruction given to the agent."""
 
@@ -138,6 +191,21 @@ class Task(WireModel):
     #: default: an agent that never stops (the same email sent four times) has not done the task, whatever the
     #: final state looks like.
     pass_at_max_steps: bool = False
+
+    #: the user the agent talks with over several turns; None: one instruction, one turn (the default).
+    user: UserSpec | None = None
+    #: the agent's system prompt for this task (τ²: the domain policy); "" sends none; None keeps the agent's own.
+    system_prompt: str | None = None
+    #: the model sees each tool by its own name (`cd`), not the server-prefixed one (`bfcl__cd`); names must then
+    #: be unique across the task's servers.
+    bare_tool_names: bool = False
+    #: steps at most inside one user turn (BFCL: 20); reaching it ends the rollout as `max_steps` does.
+    max_steps_per_turn: int | None = Field(default=None, ge=1)
+    #: the reference calls per user turn: the sim-oracle's plan on a multi-turn task (`reference_actions` stays
+    #: their flat concatenation, which gates and single-turn code read).
+    reference_turns: list[list[ToolCall]] = Field(default_factory=list)
+    #: which benchmark adapter materialised the task ("bfcl", "tau2"), for parity and the authors' metrics.
+    benchmark: str | None = None
 
     @field_validator("verifiers", mode="before")
     @classmethod
