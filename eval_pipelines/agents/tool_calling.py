@@ -13,8 +13,8 @@ from eval_pipelines.agents.base import META_TERMINATION, BaseAgent
 from eval_pipelines.environments.base import BaseEnvironment
 from eval_pipelines.lib.json_values import (
     first_lone_surrogate,
-    nests_deeper_than,
     replace_lone_surrogates,
+    text_nests_deeper_than,
     without_lone_surrogates,
 )
 from eval_pipelines.llm.client import ChatClient
@@ -117,6 +117,8 @@ def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
     unconvertible numbers, nesting past MAX_JSON_DEPTH, and strings with lone surrogates (not Unicode text)."""
     if raw is None or not raw.strip():
         return {}, None
+    if text_nests_deeper_than(raw, MAX_JSON_DEPTH):
+        return {}, f"nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         parsed = json.loads(
             raw, parse_float=_finite_float, parse_int=_convertible_int, parse_constant=_refused_constant
@@ -125,12 +127,8 @@ def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
         return {}, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
     except _UnusableNumber as exc:
         return {}, str(exc)
-    except RecursionError:
-        return {}, f"nested deeper than {MAX_JSON_DEPTH} levels"
     if not isinstance(parsed, dict):
         return {}, f"expected a JSON object, got {type(parsed).__name__}"
-    if nests_deeper_than(parsed, MAX_JSON_DEPTH):
-        return {}, f"nested deeper than {MAX_JSON_DEPTH} levels"
     if first_lone_surrogate(parsed) is not None:
         return {}, "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not Unicode text"
     return parsed, None

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from eval_pipelines.inputs.hosted import seed_calendar_events, seed_emails
 from eval_pipelines.inputs.paths import builtin_scenarios_dir, reads_builtin_scenarios, scenarios_dir
-from eval_pipelines.lib.json_depth import text_nests_deeper_than
+from eval_pipelines.lib.json_values import text_nests_deeper_than
 from eval_pipelines.schemas.limits import MAX_JSON_DEPTH
 from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, SeedDataFile, Task, Template
 from eval_pipelines.schemas.service_wire import PublicTask

@@ -1,4 +1,5 @@
-"""Checks on values parsed from untrusted JSON (a model's reply, an uploaded file) before they travel further.
+"""Checks on untrusted JSON (a model's reply, an uploaded file, a scenario file) before it is parsed or travels
+further.
 
 Standard JSON may escape a lone UTF-16 surrogate (`"\\ud800"`); Python's parser turns it into a `str` that no
 UTF-8 encoder accepts, so it must be caught where it comes in, not where some encoder later raises.
@@ -6,6 +7,7 @@ UTF-8 encoder accepts, so it must be caught where it comes in, not where some en
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 REPLACEMENT_CHARACTER = "\ufffd"
@@ -39,15 +41,24 @@ def without_lone_surrogates(value: Any) -> Any:
     return value
 
 
-def nests_deeper_than(data: Any, limit: int) -> bool:
-    """Whether a parsed JSON value nests objects and arrays deeper than `limit` (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict | list):
+#: A string literal (skipped whole, so brackets inside it do not count) or a bracket.
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def text_nests_deeper_than(text: str, limit: int) -> bool:
+    """Whether the JSON text `text` opens more than `limit` arrays or objects inside each other, measured before
+    it is parsed: Python's json module, and every validator after it, recurses once per level, so a text of
+    100,000 `[` exhausts the stack before a check on the parsed value could run. Brackets are counted outside
+    strings in one loop; malformed text is measured as far as it goes (the parser then names what is wrong)."""
+    depth = 0
+    for token in _STRING_OR_BRACKET.finditer(text):
+        first = token.group()[0]
+        if first in "[{":
+            depth += 1
             if depth > limit:
                 return True
-            stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+        elif first in "]}":
+            depth -= 1
     return False
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from eval_pipelines.lib.json_values import nests_deeper_than
+from eval_pipelines.lib.json_values import text_nests_deeper_than
 from eval_pipelines.schemas.limits import MAX_JSON_DEPTH
 from eval_pipelines.schemas.platform import GROUND_TRUTH_ERROR, DatasetRow
 
@@ -67,16 +67,14 @@ def _decode(content: bytes) -> str:
 def _loads(text: str, where: str) -> Any:
     """JSON text parsed, or a 400 naming the problem: invalid, or nested past MAX_JSON_DEPTH (which would exhaust
     the parser's or the validator's stack)."""
+    if text_nests_deeper_than(text, MAX_JSON_DEPTH):
+        raise DatasetFileError(400, f"{where} nests JSON deeper than {MAX_JSON_DEPTH} levels")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DatasetFileError(
             400, f"{where} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
-    except RecursionError:
-        raise DatasetFileError(400, f"{where} nests JSON deeper than {MAX_JSON_DEPTH} levels") from None
-    if nests_deeper_than(data, MAX_JSON_DEPTH):
-        raise DatasetFileError(400, f"{where} nests JSON deeper than {MAX_JSON_DEPTH} levels")
     return data
 
 
