@@ -36,6 +36,7 @@ from eval_pipelines.schemas.runs import (
     RunLaunchResponse,
     TerminationReason,
 )
+from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.service.layout import rollout_artifacts_path
 from eval_pipelines.service.rollout_job import (
     InvalidRequest,
@@ -152,7 +153,9 @@ class RunExecutor:
         if unknown:
             raise InvalidRequest(f"task_ids not in scenario {scenario.scenario_id!r}: {unknown}")
         for task_id in request.task_ids:
-            apply_override(tasks[task_id], request.task_overrides.get(task_id))  # validates task_json early
+            task, _ = apply_override(tasks[task_id], request.task_overrides.get(task_id))  # validates task_json early
+            if task_id in request.task_overrides:
+                _check_override_seeds(scenario, task)
         run_id = f"run_{uuid.uuid4().hex}"
         config = request.model_config_
         new = [
@@ -415,3 +418,16 @@ class RunExecutor:
             logger.warning("artifacts of rollout %s cannot be read: %s", rollout_id, exc)
             message = f"artifacts of rollout {rollout_id!r} are stored but cannot be read (see the service log)"
             raise NotFound(message) from exc
+
+
+def _check_override_seeds(scenario: ScenarioFiles, task: Task) -> None:
+    """An overriding task's seed files resolve inside the scenario, as a scenario file's must: refused at launch
+    (400 naming the field), not found out at provisioning as a retried tool-server error."""
+    for server, names in task.seed_data.items():
+        for index, name in enumerate(names):
+            try:
+                scenario.seed_path(name)
+            except ValueError as exc:
+                raise InvalidRequest(
+                    f"task_overrides.{task.task_id}.task_json.seed_data.{server}[{index}]: {exc}"
+                ) from None

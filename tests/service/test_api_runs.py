@@ -153,6 +153,18 @@ async def test_launch_validation_status_codes(client: EvaluationClient) -> None:
         await client.launch_run(launch(["email_ops_001"], model_config={**SIM_ORACLE, "base_url": "ftp://x"}))
 
 
+@pytest.mark.parametrize("seed", ["/etc/hostname", "../../../etc/hostname", "inbox/../../template.json"])
+async def test_an_override_naming_a_seed_outside_the_scenario_is_400_at_launch(
+    client: EvaluationClient, seed: str
+) -> None:
+    """Not a retried tool-server error at provisioning: the launch itself is refused, naming the field."""
+    task_json = {"name": "n", "description": "d", "seed_data": {"email": [seed]}}
+    with pytest.raises(BadRequest) as refused:
+        await client.launch_run(launch(["email_ops_001"], task_overrides={"email_ops_001": {"task_json": task_json}}))
+    detail = str(refused.value.detail)
+    assert "task_overrides.email_ops_001.task_json.seed_data.email[0]" in detail and "is not inside" in detail
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
