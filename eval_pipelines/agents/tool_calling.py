@@ -259,7 +259,7 @@ class ToolCallingAgent(BaseAgent):
     ) -> None:
         """Run the reply's calls up to the per-reply cap and answer every call id with a tool message, so the
         history stays one the endpoint accepts."""
-        cap = self.model_config.max_tool_calls_per_reply
+        cap = self.model_config.tool_call_cap
         run, over = calls[:cap], calls[cap:]
         parsed = [parse_arguments(call.arguments) for call in run]
         wire_calls = [

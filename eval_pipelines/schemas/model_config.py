@@ -89,8 +89,14 @@ class ModelConfig(StrictModel):
     #: local extension: the timeout of one chat-completion call; None keeps the caller's default (agent,
     #: judge and NPC each have their own), and requests omit it.
     request_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_REQUEST_TIMEOUT_SECONDS)
-    #: local extension: tool calls of one reply that are run (see DEFAULT_MAX_TOOL_CALLS_PER_REPLY).
-    max_tool_calls_per_reply: int = Field(default=DEFAULT_MAX_TOOL_CALLS_PER_REPLY, ge=1, le=MAX_TOOL_CALLS_PER_REPLY)
+    #: local extension: tool calls of one reply that are run; None runs DEFAULT_MAX_TOOL_CALLS_PER_REPLY, and
+    #: requests omit it (a hosted service need not know the field).
+    max_tool_calls_per_reply: int | None = Field(default=None, ge=1, le=MAX_TOOL_CALLS_PER_REPLY)
+
+    @property
+    def tool_call_cap(self) -> int:
+        """How many tool calls of one reply the reference agent runs."""
+        return self.max_tool_calls_per_reply or DEFAULT_MAX_TOOL_CALLS_PER_REPLY
 
     @field_serializer("api_key", when_used="always")
     def _mask_key(self, value: SecretStr) -> str:
@@ -132,4 +138,4 @@ class ModelConfigEcho(WireModel):
     summarize_every_n_turns: int = DEFAULT_SUMMARIZE_EVERY_N_TURNS
     context_stride: int = DEFAULT_CONTEXT_STRIDE
     request_timeout_seconds: float | None = None
-    max_tool_calls_per_reply: int = DEFAULT_MAX_TOOL_CALLS_PER_REPLY
+    max_tool_calls_per_reply: int | None = None

@@ -85,12 +85,13 @@ class SweepModel(StrictModel):
         description="timeout of one chat-completion call to this model, whether it acts as agent, judge or NPC; "
         "default: 120 s as an agent, 60 s as a judge, 20 s as an NPC",
     )
-    max_tool_calls_per_reply: int = Field(
-        default=DEFAULT_MAX_TOOL_CALLS_PER_REPLY,
+    max_tool_calls_per_reply: int | None = Field(
+        default=None,
         ge=1,
         le=MAX_TOOL_CALLS_PER_REPLY,
-        description="tool calls of one model reply the reference agent runs; each call past it is answered "
-        "'not run' and the rollout records that the cap was hit",
+        description=f"tool calls of one model reply the reference agent runs (default "
+        f"{DEFAULT_MAX_TOOL_CALLS_PER_REPLY}); each call past it is answered 'not run' and the rollout records that "
+        "the cap was hit",
     )
 
     @property

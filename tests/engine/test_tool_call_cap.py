@@ -67,8 +67,10 @@ def test_the_sweep_option_reaches_the_model_config_and_its_echo() -> None:
     sweep_model = SweepModel(name="m", model="sim-oracle", base_url="sim://local", max_tool_calls_per_reply=7)
     config = model_config_for(sweep_model)
     assert config.max_tool_calls_per_reply == 7 and config.echo().max_tool_calls_per_reply == 7
-    default = SweepModel(name="m", model="sim-oracle", base_url="sim://local")
-    assert model_config_for(default).max_tool_calls_per_reply == DEFAULT_MAX_TOOL_CALLS_PER_REPLY
+    default = model_config_for(SweepModel(name="m", model="sim-oracle", base_url="sim://local"))
+    assert default.tool_call_cap == DEFAULT_MAX_TOOL_CALLS_PER_REPLY
+    # Unset, the local extension stays off the wire: a hosted service never sees a field it may not know.
+    assert "max_tool_calls_per_reply" not in default.model_dump(mode="json", exclude_none=True)
 
 
 @pytest.mark.parametrize("value", [0, 100_000])
