@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pyarrow as pa
 from eval_pipelines.warehouse.metrics import METRIC_VIEWS, ROLLOUT_SCORES, VERIFICATIONS_LATEST
 from eval_pipelines.warehouse.store import PARQUET_SUFFIX, Warehouse
 from eval_pipelines.warehouse.tables import ROLLOUTS, TABLE_SPECS, VERIFICATIONS, TableSpec, table_spec
+from eval_pipelines.warehouse.views import MetricView
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,24 @@ def partition_scores(
     finally:
         con.close()
     return {rollout_id: RolloutScore(outcome, reward) for rollout_id, outcome, reward in rows}
+
+
+def in_memory_catalog(warehouse_root: Path, metrics: Sequence[MetricView]) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with a view per table over the whole warehouse and the given metric views (in
+    dependency order): for a query that must see the Parquet files as they are now, not the last catalog build."""
+    root = Path(warehouse_root).resolve()
+    _check_root(root)
+    warehouse = Warehouse(root)
+    con = duckdb.connect()
+    try:
+        for spec in TABLE_SPECS.values():
+            con.execute(table_view_sql(root, spec, has_files=bool(warehouse.files(spec.name))))
+        for metric in metrics:
+            con.execute(metric.statement())
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 def connect_read_only(duckdb_path: Path) -> duckdb.DuckDBPyConnection:

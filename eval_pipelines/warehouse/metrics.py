@@ -15,25 +15,9 @@ How the statistics are computed: `METHODS` below (rendered into docs/warehouse.m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class MetricView:
-    name: str
-    doc: str
-    sql: str
-    #: (column, doc) in view order; a test checks them against the view DuckDB builds.
-    columns: tuple[tuple[str, str], ...]
-    #: Columns that identify a row; a test checks they are unique.
-    key: tuple[str, ...] = ()
-    #: Computed once when the catalog is built and stored as a table, instead of a view evaluated per query.
-    materialized: bool = False
-
-    def statement(self) -> str:
-        kind = "table" if self.materialized else "view"
-        return f"create or replace {kind} {self.name} as\n{self.sql.strip()}"
-
+from eval_pipelines.warehouse.benchmark_metrics import BENCHMARK_VIEWS
+from eval_pipelines.warehouse.views import MetricView
 
 #: Bootstrap replicates and Monte Carlo sign-flip patterns.
 BOOTSTRAP_REPLICATES = 1000
@@ -1266,6 +1250,8 @@ METRIC_VIEWS: tuple[MetricView, ...] = (
     JUDGE_VERIFIER_AGREEMENT,
     RUBRIC_VERIFIER_AGREEMENT,
     VERIFIER_VERSION_PASS_RATES,
+    # Last: the benchmarks' own metrics read `rollout_scores` and the tables.
+    *BENCHMARK_VIEWS,
 )
 
 

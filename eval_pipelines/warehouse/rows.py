@@ -348,4 +348,5 @@ def tasks_table(scenario_id: str, tasks: Iterable[Task]) -> pa.Table:
         t["num_reference_actions"].append(len(task.reference_actions))
         t["verifiers"].append(list(task.verifiers))
         t["description"].append(task.description)
+        t["benchmark"].append(task.benchmark)
     return _build(TASKS.schema, t, TASKS.name)

@@ -149,6 +149,13 @@ TASKS = TableSpec(
         _c("num_reference_actions", _I32, "Tool calls in the task's reference solution."),
         _c("verifiers", pa.list_(_S), "Verifier modules that grade the task."),
         _c("description", _S, "The instruction given to the agent."),
+        _c(
+            "benchmark",
+            _S,
+            "The benchmark whose adapter materialised the task (`bfcl`, `tau2`); NULL for every other task, and in "
+            "files written before the column existed.",
+            nullable=True,
+        ),
     ),
 )
 
@@ -309,6 +316,39 @@ SYNTHETIC_ROWS = TableSpec(
     ),
 )
 
+PARITY = TableSpec(
+    name="parity_gradings",
+    doc="One row per benchmark rollout and grading run of `eval-pipelines parity`: our verdict beside the upstream "
+    "grader's on the same trace. Re-running the same grading replaces its file; `parity` (the view) keeps the "
+    "latest grading per rollout.",
+    partition_by=_BY_MODEL_SCENARIO,
+    columns=(
+        _c("sweep_id", _S, "Sweep that launched the rollout."),
+        _c("rollout_id", _S, "Rollout graded."),
+        _c("benchmark", _S, "Benchmark of the task (`bfcl`, `tau2`)."),
+        _c("scenario_id", _S, "Raw scenario id."),
+        _c("task_id", _S, "Task id within the scenario."),
+        _c("model_name", _S, "The model's name in the sweep config."),
+        _c("ours_success", _BOOL, "Our verdict: every latest programmatic verifier passed and the rollout completed."),
+        _c("ours_reward", _F64, "Our reward (`rollout_scores.reward`)."),
+        _c("upstream_success", _BOOL, "The upstream grader's verdict."),
+        _c("upstream_reward", _F64, "The upstream grader's reward."),
+        _c("agree", _BOOL, "True when no component (nor the overall verdict) differs."),
+        _c("flips", pa.list_(_S), "Names of the components whose verdicts differ; `success` for the overall verdict."),
+        _c(
+            "deterministic_disagreement",
+            _BOOL,
+            "A flip on a component no model judges (what makes `eval-pipelines parity` exit 1).",
+        ),
+        _c("ours_components_json", _S, "Our verifier's per-component verdicts, as JSON."),
+        _c("upstream_components_json", _S, "The upstream grader's per-component verdicts, as JSON."),
+        _c("upstream_message", _S, "The upstream grader's message (its reason or error)."),
+        _c("upstream_version", _S, "Version of the upstream package whose grader ran (e.g. `2026.3.23`)."),
+        _c("grading_id", _S, "Identity of the grading run: the upstream version and the verdicts of ours compared."),
+        _c("graded_at", TIMESTAMP_UTC, "When the upstream grader ran."),
+    ),
+)
+
 
 TABLE_SPECS: dict[str, TableSpec] = {
     t.name: t
@@ -322,6 +362,7 @@ TABLE_SPECS: dict[str, TableSpec] = {
         VERIFICATIONS,
         JUDGEMENTS,
         SYNTHETIC_ROWS,
+        PARITY,
     )
 }
 TABLES: dict[str, pa.Schema] = {name: spec.schema for name, spec in TABLE_SPECS.items()}
