@@ -28,7 +28,7 @@ from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.verifiers.isolation import DEFAULT_VERIFIER_TIMEOUT_SECONDS, IsolatedVerifierRunner, VerifyJob
 from eval_pipelines.verifiers.loader import package_version
-from eval_pipelines.verifiers.rubric import RubricJudge
+from eval_pipelines.verifiers.rubric import DEFAULT_RUBRIC_JUDGE_CONCURRENCY, RubricJudge
 from eval_pipelines.warehouse.rows import (
     RolloutContext,
     VerificationRecord,
@@ -67,11 +67,16 @@ def launch_request(
         "verifier_timeout_seconds": sweep.verifier_timeout_seconds,
         "rollout_timeout_seconds": sweep.rollout_timeout_seconds,
     }
+    called = [model]
     if model.user_model:
         npc_model = next((m for m in sweep.models if m.name == model.user_model), None)
         if npc_model is None:
             raise ConfigError(f"{source}: models[{model.name}].user_model: no model named {model.user_model!r}")
         body["user_model_config"] = model_config_for(npc_model, source=source)
+        called.append(npc_model)
+    # A rollout calls its agent model, and the NPC model inside a tool call, one call at a time: the rollouts
+    # running at once are the calls in flight to each, so a model's max_concurrency caps the run's parallelism.
+    body["max_parallel"] = min([sweep.max_parallel, *(m.max_concurrency for m in called if m.max_concurrency)])
     if model.agent:
         body["agent"] = model.agent
     if budget_usd is not None:
@@ -401,13 +406,14 @@ def judge_partition_rubrics(
     scenario_key: str,
     judge_config: ModelConfig,
     *,
-    max_concurrency: int = 8,
+    max_concurrency: int | None = None,
     sweep_id: str | None = None,
 ) -> RubricSummary:
     """Judge the stored rollouts of one sweep (`sweep_id`; None: the partition's newest sweep) against their task's
     rubric (or its rubric_markdown override) and write the verdicts as `verifications` rows of kind rubric, in a
     file of that sweep's own: another sweep's verdicts are never re-judged or rewritten. Reads stored traces
-    only; calls the judge."""
+    only; calls the judge, at most `max_concurrency` calls at once (the sweep's rubric_judge setting); a rollout
+    waiting for its turn has no timeout running, the judge's `request_timeout_seconds` bounds each attempt."""
     sweep_id = sweep_id or warehouse.newest_sweep(model_key=model_key, scenario_key=scenario_key)
     if sweep_id is None:
         return RubricSummary(0, 0, 0, None)
@@ -416,9 +422,10 @@ def judge_partition_rubrics(
     rows = [r for r in stored if r["artifacts_path"] and r["task_id"] in tasks]
 
     async def judge_all() -> list[tuple[dict[str, Any], VerifierOutcome] | None]:
-        async with ChatClient.from_model_config(judge_config) as client:
+        concurrency = max_concurrency or DEFAULT_RUBRIC_JUDGE_CONCURRENCY
+        async with ChatClient.from_model_config(judge_config, max_concurrency=concurrency) as client:
             judge = RubricJudge(client, judge_config.model)
-            gate = asyncio.Semaphore(max_concurrency)
+            gate = asyncio.Semaphore(concurrency)
 
             async def one(row: dict[str, Any]) -> tuple[dict[str, Any], VerifierOutcome] | None:
                 async with gate:

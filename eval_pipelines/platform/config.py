@@ -10,9 +10,8 @@ from pathlib import Path
 from eval_pipelines.lib.retry import RetryPolicy
 from eval_pipelines.platform.auth import TokenRegistry
 from eval_pipelines.platform.models import ModelRegistry
+from eval_pipelines.schemas.platform import DEFAULT_JUDGE_CONCURRENCY, DEFAULT_JUDGE_TIMEOUT_SECONDS
 
-DEFAULT_JUDGE_CONCURRENCY = 8
-DEFAULT_MODEL_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 #: Upper bound of len(examples) x multiplier per synthetic-data request (the spec sets none).
 DEFAULT_MAX_SYNTH_ROWS = 1000
@@ -28,7 +27,9 @@ class PlatformSettings:
     tokens: TokenRegistry
     models: ModelRegistry = field(default_factory=ModelRegistry.defaults)
     judge_concurrency: int = DEFAULT_JUDGE_CONCURRENCY
-    model_timeout_seconds: float = DEFAULT_MODEL_TIMEOUT_SECONDS
+    #: The defaults of an assessment run that sets no judge timeout or concurrency of its own (the sweep's
+    #: `platform_judges` sets them per run); also the synthetic-data generator's.
+    model_timeout_seconds: float = DEFAULT_JUDGE_TIMEOUT_SECONDS
     model_retry: RetryPolicy = field(default_factory=RetryPolicy.for_llm)
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     max_synth_rows: int = DEFAULT_MAX_SYNTH_ROWS

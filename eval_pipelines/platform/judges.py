@@ -19,13 +19,13 @@ from eval_pipelines.llm.tagged_json import CONVERSATION_TAG, extract_json_object
 from eval_pipelines.llm.types import ChatMessage
 from eval_pipelines.platform.models import ModelKind, ModelRouter
 from eval_pipelines.platform.store import JudgeRecord
-from eval_pipelines.schemas.platform import ConversationMessage
+from eval_pipelines.schemas.platform import MAX_VERDICT_ATTEMPTS, ConversationMessage
+from eval_pipelines.schemas.sweep import ModelCallLimits
 
 logger = logging.getLogger(__name__)
 
 SCORE_MIN = 1
 SCORE_MAX = 10
-MAX_VERDICT_ATTEMPTS = 2
 DEFAULT_NANO_MODE = "response"
 
 _OUTPUT_RULE = (
@@ -126,12 +126,21 @@ async def run_judge(
     judge: JudgeRecord,
     conversation_prefix: Sequence[ConversationMessage],
     response: ConversationMessage,
+    calls: ModelCallLimits | None = None,
 ) -> Verdict:
-    """The judge's verdict; raises VerdictError, ModelUnavailable or an LLMError subclass."""
+    """The judge's verdict; raises VerdictError, ModelUnavailable or an LLMError subclass. `calls`: the
+    assessment run's own timeout and concurrency for the judge model (None: the platform's)."""
     messages = judge_messages(judge, conversation_prefix, response)
+    calls = calls or ModelCallLimits()
     last_error: VerdictError | None = None
     for attempt in range(1, MAX_VERDICT_ATTEMPTS + 1):
-        text = await router.complete(judge.model_name, messages, user=judge.judge_id)
+        text = await router.complete(
+            judge.model_name,
+            messages,
+            user=judge.judge_id,
+            timeout_seconds=calls.request_timeout_seconds,
+            max_concurrency=calls.max_concurrency,
+        )
         try:
             return parse_verdict(text)
         except VerdictError as exc:

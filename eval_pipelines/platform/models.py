@@ -191,8 +191,10 @@ class ModelRegistry:
 class ModelRouter:
     """Sends a chat request to a registered model: simulated personas in-process, others through ChatClient.
 
-    One ChatClient per endpoint and key, reused for the app's lifetime; the key is read from the environment
-    when the client is made and lives only inside it.
+    One ChatClient per endpoint, key, timeout and concurrency, reused for the app's lifetime; the key is read
+    from the environment when the client is made and lives only inside it. A request may ask for its own
+    timeout and concurrency (an assessment run's judges, from the sweep): the calls that share them share
+    one client, whose limiter holds the calls waiting for a slot before any attempt's timeout starts.
     """
 
     def __init__(
@@ -202,24 +204,28 @@ class ModelRouter:
         self._timeout = timeout_seconds
         self._retry = retry
         self._max_concurrency = max_concurrency
-        self._clients: dict[tuple[str, str | None, int], ChatClient] = {}
+        self._clients: dict[tuple[str, str | None, int, float, int], ChatClient] = {}
 
-    def _client(self, entry: RegisteredModel) -> ChatClient:
+    def _client(
+        self, entry: RegisteredModel, timeout_seconds: float | None = None, max_concurrency: int | None = None
+    ) -> ChatClient:
         key: str | None = None
         if entry.api_key_env:
             key = os.environ.get(entry.api_key_env)
             if not key:
                 raise ModelUnavailable(f"environment variable {entry.api_key_env} (the model's key) is not set")
+        timeout = timeout_seconds or self._timeout
+        concurrency = max_concurrency or self._max_concurrency
         # hash(), not the key itself: the cache key must not be a second copy of the secret.
-        cache_key = (entry.resolved_base_url(), entry.api_key_env, hash(key))
+        cache_key = (entry.resolved_base_url(), entry.api_key_env, hash(key), timeout, concurrency)
         client = self._clients.get(cache_key)
         if client is None:
             client = ChatClient(
                 entry.resolved_base_url(),
                 key,
-                timeout_seconds=self._timeout,
+                timeout_seconds=timeout,
                 retry=self._retry,
-                max_concurrency=self._max_concurrency,
+                max_concurrency=concurrency,
             )
             self._clients[cache_key] = client
         return client
@@ -232,8 +238,17 @@ class ModelRouter:
         if not entry.is_simulated and entry.api_key_env and not os.environ.get(entry.api_key_env):
             raise ModelUnavailable(f"environment variable {entry.api_key_env} (the model's key) is not set")
 
-    async def complete(self, name: str, messages: list[ChatMessage], *, user: str | None = None) -> str:
-        """The reply text of model `name`; raises ModelUnavailable or an `LLMError` subclass."""
+    async def complete(
+        self,
+        name: str,
+        messages: list[ChatMessage],
+        *,
+        user: str | None = None,
+        timeout_seconds: float | None = None,
+        max_concurrency: int | None = None,
+    ) -> str:
+        """The reply text of model `name`; raises ModelUnavailable or an `LLMError` subclass. `timeout_seconds`
+        bounds each HTTP attempt, `max_concurrency` the calls in flight with these settings (None: the router's)."""
         entry = self.registry.get(name)
         if entry is None:
             raise ModelUnavailable(f"model {name!r} is not in the registry")
@@ -246,7 +261,7 @@ class ModelRouter:
         )
         if entry.is_simulated:
             return PLATFORM_PERSONAS[entry.model](request)
-        completion = await self._client(entry).complete(request)
+        completion = await self._client(entry, timeout_seconds, max_concurrency).complete(request)
         return completion.text
 
     async def aclose(self) -> None:

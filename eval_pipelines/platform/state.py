@@ -17,6 +17,7 @@ from eval_pipelines.platform.judges import Verdict, VerdictError, run_judge
 from eval_pipelines.platform.models import ModelRouter, ModelUnavailable
 from eval_pipelines.platform.store import JudgeRecord, PlatformStore
 from eval_pipelines.schemas.platform import ConversationMessage
+from eval_pipelines.schemas.sweep import ModelCallLimits
 
 #: The prefix of every route of spec 002.
 API = "/api/v1"
@@ -35,11 +36,12 @@ class PlatformState:
         prefix: Sequence[ConversationMessage],
         response: ConversationMessage,
         where: str = "",
+        calls: ModelCallLimits | None = None,
     ) -> Verdict:
         """The judge's verdict; 503 when its model is not usable, 502 when it failed."""
         subject = f"judge {judge.judge_name!r} (model {judge.model_name!r})"
         try:
-            return await run_judge(self.models, judge, prefix, response)
+            return await run_judge(self.models, judge, prefix, response, calls)
         except ModelUnavailable as exc:
             raise HTTPException(status_code=503, detail=f"{subject} is not usable: {exc}") from None
         except (LLMError, VerdictError) as exc:

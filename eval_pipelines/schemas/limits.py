@@ -37,3 +37,18 @@ MAX_TOOL_SERVER_REQUEST_BYTES = MAX_ARTIFACTS_BYTES
 #: Tasks (processes and their threads: the kernel's pids limit counts both) a verifier worker and everything it starts
 #: may hold at once: room for a verifier's subprocesses and a numeric library's thread pool, not for a fork bomb.
 VERIFIER_MAX_TASKS = 128
+#: Tasks an upstream benchmark worker (`benchmarks/worker.py`) and what it starts may hold at once.
+UPSTREAM_WORKER_MAX_TASKS = 64
+#: An upstream worker's address space: an upstream package with its data (τ²'s airline db, litellm) fits easily.
+UPSTREAM_WORKER_MEMORY_BYTES = 8 << 30
+#: An upstream worker's CPU time over its whole life (one per tool host or sweep step): a parity run of thousands
+#: of gradings, not a runaway loop for ever.
+UPSTREAM_WORKER_CPU_SECONDS = 6 * 3600
+#: The largest file an upstream worker may write (in its private temp directory).
+UPSTREAM_WORKER_FILE_BYTES = 256 << 20
+#: One reply line of an upstream worker: a whole benchmark's tasks and gold at materialisation time.
+MAX_UPSTREAM_REPLY_BYTES = 256 << 20
+#: What is kept of an upstream worker's stderr for error messages (the end of it).
+UPSTREAM_STDERR_BYTES = 16 << 10
+#: Calls in flight to one model at once (a sweep model's `max_concurrency`, the platform judges' per run).
+MAX_MODEL_CONCURRENCY = 256

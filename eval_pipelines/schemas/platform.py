@@ -6,9 +6,18 @@ from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-from pydantic import Field, SecretStr, field_serializer, field_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    field_validator,
+    model_serializer,
+)
 
 from eval_pipelines.schemas._base import StrictModel, WireModel
+from eval_pipelines.schemas.limits import MAX_MODEL_CONCURRENCY
+from eval_pipelines.schemas.model_config import MAX_REQUEST_TIMEOUT_SECONDS
 
 GROUND_TRUTH_ERROR = "invalid input for query argument"
 DEFAULT_ROLL_DATA = True
@@ -19,6 +28,12 @@ SIM_SYNTH_MODEL_ID = "db60fb6b-d2fc-5a5b-83d0-e200cd9db8a2"
 QUALITY_MODELS = ("veritas", "veritas_nano")
 SAFETY_MODELS = ("collinear_guard", "collinear_guard_nano")
 FULL_SAFETY_GUARD_MODEL = "collinear_guard"
+#: The local platform's judge calls in flight per assessment run, and one call's timeout (per HTTP attempt),
+#: unless the run's request sets its own.
+DEFAULT_JUDGE_CONCURRENCY = 8
+DEFAULT_JUDGE_TIMEOUT_SECONDS = 60.0
+#: A judge model's calls per verdict: an unreadable verdict is asked for once more.
+MAX_VERDICT_ATTEMPTS = 2
 
 
 class NanoModelType(StrEnum):
@@ -118,12 +133,30 @@ class JudgeCreateResponse(WireModel):
     id: str
 
 
+#: The local extensions of an assessment run's request, sent only when set.
+ASSESS_RUN_EXTENSIONS = ("judge_timeout_seconds", "judge_max_concurrency")
+
+
 class AssessRunRequest(StrictModel):
     dataset_id: UUID
     space_id: UUID
     judge_ids: list[UUID] = Field(min_length=1)
     name: str = Field(min_length=1)
     roll_data: bool = DEFAULT_ROLL_DATA
+    #: local extension: the judge models' timeout of one HTTP attempt for this run (a call waiting for a slot
+    #: has no clock running); absent keeps the platform's default.
+    judge_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_REQUEST_TIMEOUT_SECONDS)
+    #: local extension: how many judge calls of this run are in flight at once; absent keeps the platform's default.
+    judge_max_concurrency: int | None = Field(default=None, ge=1, le=MAX_MODEL_CONCURRENCY)
+
+    @model_serializer(mode="wrap")
+    def _extensions_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Unset, the request is the spec's body exactly, as a hosted platform or the collinear SDK knows it.
+        data: dict[str, Any] = handler(self)
+        for name in ASSESS_RUN_EXTENSIONS:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
 
 class JudgeScore(WireModel):

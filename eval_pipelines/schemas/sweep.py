@@ -7,6 +7,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from eval_pipelines.schemas._base import StrictModel
+from eval_pipelines.schemas.limits import MAX_MODEL_CONCURRENCY
 from eval_pipelines.schemas.model_config import (
     DEFAULT_CONTEXT_STRIDE,
     DEFAULT_MAX_STEPS,
@@ -55,7 +56,28 @@ CRON_MACROS_MORE_THAN_DAILY = {
 DEFAULT_ERROR_THRESHOLD = 0.2
 
 
-class SweepModel(StrictModel):
+class ModelCallLimits(StrictModel):
+    """How a model is called, whatever role it plays. None keeps each caller's default. A slow local server
+    (one request at a time) wants `max_concurrency: 1` and a timeout above one answer's time, not above the
+    whole queue's: a call waiting for a free slot has no clock running, the timeout bounds each HTTP attempt."""
+
+    request_timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_REQUEST_TIMEOUT_SECONDS,
+        description="timeout of one HTTP attempt of a chat-completion call to this model, whether it acts as agent, "
+        "judge or NPC; default: 120 s as an agent, 60 s as a judge, 20 s as an NPC",
+    )
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_MODEL_CONCURRENCY,
+        description="calls in flight to this model at once; the others wait for a slot; default: 8 as a judge, "
+        "the run's max_parallel as an agent or NPC",
+    )
+
+
+class SweepModel(ModelCallLimits):
     """A model in a sweep. The key is never in the file: `api_key_env` names the variable that holds it.
     `base_url: sim://local` selects the project's simulated models (offline, labelled simulated)."""
 
@@ -77,13 +99,6 @@ class SweepModel(StrictModel):
     )
     user_model: str | None = Field(
         default=None, description="name of another model of this sweep that plays the NPCs (simulated users)"
-    )
-    request_timeout_seconds: float | None = Field(
-        default=None,
-        gt=0,
-        le=MAX_REQUEST_TIMEOUT_SECONDS,
-        description="timeout of one chat-completion call to this model, whether it acts as agent, judge or NPC; "
-        "default: 120 s as an agent, 60 s as a judge, 20 s as an NPC",
     )
     max_tool_calls_per_reply: int | None = Field(
         default=None,
@@ -130,6 +145,11 @@ class SweepConfig(StrictModel):
         default=None,
         description="a model that also judges every rollout against its task's rubric (judge validity); "
         "its verdicts are compared with the verifiers, never counted in pass rates",
+    )
+    platform_judges: ModelCallLimits | None = Field(
+        default=None,
+        description="how the assessment platform calls its quality and safety judge models for this sweep's "
+        "judgements (the models themselves are the platform's); default: the platform's own, 60 s and 8 at once",
     )
     max_cost_usd: float | None = Field(default=None, gt=0)
     error_retries: int = Field(

@@ -33,6 +33,8 @@ from eval_pipelines.schemas.verifiers import RUBRIC_PASS_THRESHOLD, JudgeVerdict
 META_RUBRIC_MARKDOWN = "rubric_markdown"
 #: The `verifier` name of the judge's rows in the `verifications` table.
 RUBRIC_VERIFIER_MODULE = "rubric_judge"
+#: Rubric-judge calls in flight at once when the sweep's rubric_judge sets no `max_concurrency`.
+DEFAULT_RUBRIC_JUDGE_CONCURRENCY = 8
 
 DEFAULT_JUDGE_MAX_TOKENS = 1024
 #: Compaction limits of the prompt. They are part of the judge's version: changing one changes what it sees.

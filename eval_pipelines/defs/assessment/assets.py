@@ -4,7 +4,7 @@ with PLATFORM_URL/PLATFORM_TOKEN/PLATFORM_SPACE_ID set, against a hosted one."""
 
 import dagster as dg
 
-from eval_pipelines.defs.evals.assets import LLM_POOL, SWEEP_ID_TAG
+from eval_pipelines.defs.evals.assets import LLM_POOL, SWEEP_ID_TAG, sweep_of
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, SCENARIOS, keys_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths
 from eval_pipelines.defs.table_metadata import table_definition, table_rows
@@ -81,7 +81,10 @@ def assessment_dataset(
 def judgements(
     context: dg.AssetExecutionContext, paths: EvalPaths, assessment_platform: AssessmentPlatform
 ) -> dg.MaterializeResult:
-    summary = judgements_step(assessment_platform.target(), _assessed(context, paths))
+    model_key, scenario_key = keys_of(context)
+    sweep = sweep_of(context.run.tags, paths.sweeps(), model_key, scenario_key)
+    calls = sweep.platform_judges if sweep is not None else None
+    summary = judgements_step(assessment_platform.target(), _assessed(context, paths), calls)
     if summary is None:
         return dg.MaterializeResult(metadata={"rows": 0})
     return dg.MaterializeResult(

@@ -282,7 +282,7 @@ def build_error_check() -> dg.AssetChecksDefinition:
         return _error_check()
 
 
-def _sweep_of(tags: Mapping[str, str], sweeps: dict[str, SweepConfig], model: str, scenario: str) -> SweepConfig | None:
+def sweep_of(tags: Mapping[str, str], sweeps: dict[str, SweepConfig], model: str, scenario: str) -> SweepConfig | None:
     """The sweep a run stands for: the one its tag names, else the one that pairs the model and scenario."""
     if SWEEP_TAG in tags:
         return sweeps.get(tags[SWEEP_TAG])
@@ -304,7 +304,7 @@ def _error_check() -> dg.AssetChecksDefinition:
     def errors_below_threshold(context: dg.AssetCheckExecutionContext, paths: EvalPaths) -> dg.AssetCheckResult:
         model_key, scenario_key = keys_of(context)
         tags = context.run.tags
-        sweep = _sweep_of(tags, paths.sweeps(), model_key, scenario_key)
+        sweep = sweep_of(tags, paths.sweeps(), model_key, scenario_key)
         threshold = sweep.error_threshold if sweep is not None else DEFAULT_ERROR_THRESHOLD
         scenario = paths.catalog().get(scenario_key)
         warehouse = Warehouse(paths.warehouse)
@@ -381,7 +381,13 @@ def rubric_verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> 
         model_config_for(work.sweep.rubric_judge, source=f"sweep {work.sweep.name!r}: rubric_judge")
     )
     summary = judge_partition_rubrics(
-        Warehouse(paths.warehouse), work.scenario, model_key, scenario_key, judge_config, sweep_id=work.ctx.sweep_id
+        Warehouse(paths.warehouse),
+        work.scenario,
+        model_key,
+        scenario_key,
+        judge_config,
+        max_concurrency=work.sweep.rubric_judge.max_concurrency,
+        sweep_id=work.ctx.sweep_id,
     )
     return dg.MaterializeResult(
         metadata={

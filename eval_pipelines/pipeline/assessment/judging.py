@@ -8,6 +8,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import math
 import os
 import re
 import uuid
@@ -19,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from eval_pipelines.clients.platform import (
+    DEFAULT_PIPELINE_TIMEOUT_SECONDS,
     AssessRunResponse,
     PlatformClient,
     PlatformNotFoundError,
@@ -31,10 +33,14 @@ from eval_pipelines.pipeline.assessment.dataset import (
     RolloutRef,
 )
 from eval_pipelines.schemas.platform import (
+    DEFAULT_JUDGE_CONCURRENCY,
+    DEFAULT_JUDGE_TIMEOUT_SECONDS,
+    MAX_VERDICT_ATTEMPTS,
     AssessRunRequest,
     DatasetRow,
     JudgeCreateRequest,
 )
+from eval_pipelines.schemas.sweep import ModelCallLimits
 from eval_pipelines.warehouse.rows import build_table
 from eval_pipelines.warehouse.tables import JUDGEMENTS
 
@@ -61,9 +67,24 @@ class JudgeSetup:
     safety_model: str = DEFAULT_SAFETY_MODEL
     name_prefix: str = "eval-pipelines"
     conv_few_shot: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    #: How the platform calls the judge models (the sweep's `platform_judges`); None: the platform's defaults.
+    calls: ModelCallLimits | None = None
 
     def model_for(self, kind: str) -> str:
         return self.quality_model if kind == QUALITY else self.safety_model
+
+    def assess_timeout_seconds(self, rows: int) -> float:
+        """How long the pipeline waits for one assessment run, whose reply comes once every verdict is in.
+
+        With the sweep's judge settings, long enough for every verdict to take its calls one wave of
+        `max_concurrency` after another, each up to the timeout: a slow local judge is waited for, not cancelled
+        and sent again (a timed-out call to the platform is retried). Without them, the pipeline's default.
+        """
+        if self.calls is None:
+            return DEFAULT_PIPELINE_TIMEOUT_SECONDS
+        timeout = self.calls.request_timeout_seconds or DEFAULT_JUDGE_TIMEOUT_SECONDS
+        waves = math.ceil(rows * len((QUALITY, SAFETY)) / (self.calls.max_concurrency or DEFAULT_JUDGE_CONCURRENCY))
+        return DEFAULT_PIPELINE_TIMEOUT_SECONDS + waves * timeout * MAX_VERDICT_ATTEMPTS
 
 
 @dataclass(frozen=True)
@@ -144,12 +165,16 @@ async def judge_dataset(
     setup = setup or JudgeSetup()
     judges = await ensure_judges(client, space_id, setup, reuse)
 
+    calls = setup.calls or ModelCallLimits()
+
     def request() -> AssessRunRequest:
         return AssessRunRequest(
             dataset_id=uuid.UUID(dataset_id),
             space_id=uuid.UUID(space_id),
             judge_ids=[uuid.UUID(j.judge_id) for j in judges.values()],
             name=run_name,
+            judge_timeout_seconds=calls.request_timeout_seconds,
+            judge_max_concurrency=calls.max_concurrency,
         )
 
     try:
@@ -303,9 +328,11 @@ async def judge_manifest(
     return JudgeSummary(len(manifest.rows), outcome.dataset_id, outcome.judges, means, table)
 
 
-def judgements_step(target: PlatformTarget, partition: AssessedPartition) -> JudgeSummary | None:
+def judgements_step(
+    target: PlatformTarget, partition: AssessedPartition, calls: ModelCallLimits | None = None
+) -> JudgeSummary | None:
     """Judge the sweep's uploaded dataset (quality and safety) with the judges created before when they still
-    exist, and write the sweep's `judgements` rows (its own file)."""
+    exist, and write the sweep's `judgements` rows (its own file). `calls`: the sweep's `platform_judges`."""
     sweep_id = partition.sweep()
     if sweep_id is None:
         return None
@@ -313,11 +340,11 @@ def judgements_step(target: PlatformTarget, partition: AssessedPartition) -> Jud
     if not path.is_file():
         return None
     manifest = DatasetManifest.load(path)
-    setup = JudgeSetup()
+    setup = JudgeSetup(calls=calls)
     known = judges_path(partition.data_dir)
 
     async def go() -> JudgeSummary:
-        async with target.client() as client:
+        async with target.client(setup.assess_timeout_seconds(len(manifest.rows))) as client:
             reuse = load_known_judges(known, manifest.space_id, setup)
             return await judge_manifest(client, manifest, setup=setup, reuse=reuse)
 

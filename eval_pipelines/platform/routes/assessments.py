@@ -19,6 +19,7 @@ from eval_pipelines.schemas.platform import (
     AssessRunRequest,
     StoredDatasetRow,
 )
+from eval_pipelines.schemas.sweep import ModelCallLimits
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +61,16 @@ async def assess_run(
         raise HTTPException(status_code=404, detail=f"dataset {body.dataset_id} not found in space {space}")
     judges = [await platform.find_judge(space, judge_id) for judge_id in dict.fromkeys(body.judge_ids)]
     rows = await run_in_threadpool(platform.store.dataset_rows, dataset.dataset_id)
-    semaphore = asyncio.Semaphore(platform.settings.judge_concurrency)
+    # The run's own judge settings (the sweep's, sent as local extensions), else the platform's. The wait for a
+    # slot happens here, before any attempt's timeout starts: a slow one-slot server is queued, not timed out.
+    calls = ModelCallLimits(
+        request_timeout_seconds=body.judge_timeout_seconds, max_concurrency=body.judge_max_concurrency
+    )
+    semaphore = asyncio.Semaphore(calls.max_concurrency or platform.settings.judge_concurrency)
 
     async def score(index: int, row: StoredDatasetRow, judge: JudgeRecord) -> Verdict:
         async with semaphore:
-            return await platform.verdict(judge, row.conv_prefix, row.response, where=f" on row {index}")
+            return await platform.verdict(judge, row.conv_prefix, row.response, where=f" on row {index}", calls=calls)
 
     outcomes = await asyncio.gather(
         *(score(i, row, judge) for i, row in enumerate(rows) for judge in judges), return_exceptions=True
