@@ -21,6 +21,7 @@ PROJECT_DIR_ENV = "EVAL_PIPELINES_PROJECT_DIR"
 DATA_DIR_ENV = "EVAL_PIPELINES_DATA_DIR"
 SCENARIOS_DIR_ENV = "EVAL_PIPELINES_SCENARIOS_DIR"
 SWEEPS_DIR_ENV = "EVAL_PIPELINES_SWEEPS_DIR"
+CACHE_DIR_ENV = "EVAL_PIPELINES_CACHE_DIR"
 
 #: Package data: the built-in scenarios and sweeps, and the files `eval-pipelines init` writes.
 BUILTIN_DIR = Path(__file__).resolve().parents[1] / "builtin"
@@ -35,6 +36,21 @@ def project_dir() -> Path:
 def data_dir() -> Path:
     env = os.environ.get(DATA_DIR_ENV)
     return Path(env) if env else project_dir() / "data"
+
+
+def cache_dir() -> Path:
+    """What is costly to make and safe to share between projects and runs (the benchmarks' upstream venvs):
+    `$EVAL_PIPELINES_CACHE_DIR`, else `$XDG_CACHE_HOME/eval_pipelines`, else `~/.cache/eval_pipelines`."""
+    env = os.environ.get(CACHE_DIR_ENV)
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "eval_pipelines"
+
+
+def benchmarks_data_dir(data: Path | None = None) -> Path:
+    """Where materialised benchmark scenarios live: `<data>/benchmarks/<family>/` (generated, never edited)."""
+    return (data if data is not None else data_dir()) / "benchmarks"
 
 
 def project_scenarios_dir() -> Path:

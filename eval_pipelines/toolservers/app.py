@@ -28,7 +28,15 @@ from eval_pipelines.lib.body_limit import BodyLimit, replay_body
 from eval_pipelines.schemas._base import StrictModel
 from eval_pipelines.schemas.limits import MAX_TOOL_SERVER_REQUEST_BYTES
 from eval_pipelines.schemas.tools import DiffScope, StepRequest
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError, copy_state
+from eval_pipelines.toolservers.base import (
+    BuiltinToolServer,
+    SeedError,
+    ServerUnavailable,
+    State,
+    ToolContext,
+    ToolError,
+    copy_state,
+)
 from eval_pipelines.toolservers.diff import diff_states
 
 WORKSPACE_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
@@ -109,6 +117,35 @@ class WorkspaceStore:
 
     def seed(self, workspace: Workspace, seed: list[Any]) -> None:
         workspace.state = self._seeded(workspace.state, seed)
+
+    async def acreate(
+        self, workspace_id: str | None, seed: list[Any], state: dict[str, Any] | None = None
+    ) -> Workspace:
+        """`create`, seeding through the server's `aseed` (which may wait on a backend)."""
+        if state is not None or not seed:
+            return self.create(workspace_id, seed, state)
+        workspace = self.create(workspace_id, [])
+        try:
+            await self.aseed(workspace, seed)
+        except HTTPException:
+            self.workspaces.pop(workspace.workspace_id, None)
+            raise
+        return workspace
+
+    async def aseed(self, workspace: Workspace, seed: list[Any]) -> None:
+        """`seed` through the server's `aseed`: 400 for a bad seed, 503 when the server's backend failed."""
+        candidate = copy_state(workspace.state)
+        try:
+            await self.server.aseed(workspace.workspace_id, candidate, seed)
+        except (SeedError, ValueError, TypeError, KeyError) as exc:
+            raise HTTPException(status_code=400, detail=f"invalid seed for '{self.server.name}': {exc}") from exc
+        except ServerUnavailable as exc:
+            raise HTTPException(status_code=503, detail=f"tool server '{self.server.name}': {exc}") from exc
+        workspace.state = candidate
+
+    async def adelete(self, workspace_id: str) -> None:
+        self.delete(workspace_id)
+        await self.server.adelete(workspace_id)
 
     def get(self, workspace_id: str) -> Workspace:
         workspace = self.workspaces.get(workspace_id)
@@ -203,9 +240,8 @@ class WorkspaceStore:
         workspace.runtime = runtime
         return applied
 
-    @staticmethod
-    def _rollback(workspace: Workspace, before: State | None) -> None:
-        if before is not None:
+    def _rollback(self, workspace: Workspace, before: State | None) -> None:
+        if before is not None and self.server.rolls_back_failed_calls:
             workspace.state = before
 
     def snapshot(self, workspace: Workspace, *, text: bool = True) -> dict[str, Any]:
@@ -239,8 +275,10 @@ async def store_of(request: Request) -> WorkspaceStore:
 StoreDep = Annotated[WorkspaceStore, Depends(store_of)]
 
 
-def _tool_listing(store: WorkspaceStore) -> dict[str, Any]:
-    return {"tools": [tool.model_dump(by_alias=False) for tool in store.server.tools()]}
+def _tool_listing(store: WorkspaceStore, workspace_id: str | None = None) -> dict[str, Any]:
+    server = store.server
+    tools = server.tools() if workspace_id is None else server.workspace_tools(workspace_id)
+    return {"tools": [tool.model_dump(by_alias=False) for tool in tools]}
 
 
 def _workspace_or_404(store: WorkspaceStore, workspace_id: str) -> Workspace:
@@ -279,28 +317,28 @@ async def snapshot_default(store: StoreDep, text: TextQuery = True) -> StateResp
     return StateResponse(store.snapshot(store.get_or_create_default(), text=text))
 
 
-def _created(store: WorkspaceStore, request: CreateWorkspaceRequest | None) -> dict[str, Any]:
+async def _created(store: WorkspaceStore, request: CreateWorkspaceRequest | None) -> dict[str, Any]:
     body = request or CreateWorkspaceRequest()
-    workspace = store.create(body.workspace_id, body.seed, body.state)
+    workspace = await store.acreate(body.workspace_id, body.seed, body.state)
     # With the seeded state, a rollout's initial snapshot needs no request of its own.
     content = {"workspace_id": workspace.workspace_id, "path": f"/workspaces/{workspace.workspace_id}"}
     return {**content, "state": workspace.state}
 
 
-def _deleted(store: WorkspaceStore, workspace_id: str) -> dict[str, Any]:
+async def _deleted(store: WorkspaceStore, workspace_id: str) -> dict[str, Any]:
     _workspace_or_404(store, workspace_id)
-    store.delete(workspace_id)
+    await store.adelete(workspace_id)
     return {"workspace_id": workspace_id, "deleted": True}
 
 
 @workspace_routes.post("", status_code=201)
 async def create_workspace(store: StoreDep, request: CreateWorkspaceRequest | None = None) -> StateResponse:
-    return StateResponse(status_code=201, content=_created(store, request))
+    return StateResponse(status_code=201, content=await _created(store, request))
 
 
 @workspace_routes.delete("/{workspace_id}")
 async def delete_workspace(workspace_id: str, store: StoreDep) -> StateResponse:
-    return StateResponse(_deleted(store, workspace_id))
+    return StateResponse(await _deleted(store, workspace_id))
 
 
 @workspace_routes.post("/{workspace_id}/seed")
@@ -308,7 +346,7 @@ async def seed_workspace(workspace_id: str, request: SeedRequest, store: StoreDe
     # Seeding after creation lets the engine report building and seeding as separate rollout phases.
     workspace = _workspace_or_404(store, workspace_id)
     async with workspace.lock:
-        store.seed(workspace, request.seed)
+        await store.aseed(workspace, request.seed)
     return {"workspace_id": workspace_id, "seeded_files": len(request.seed)}
 
 
@@ -336,7 +374,7 @@ async def workspace_health(workspace_id: str, store: StoreDep) -> dict[str, str]
 @workspace_routes.get("/{workspace_id}/tools")
 async def workspace_tools(workspace_id: str, store: StoreDep) -> dict[str, Any]:
     _workspace_or_404(store, workspace_id)
-    return _tool_listing(store)
+    return _tool_listing(store, workspace_id)
 
 
 @workspace_routes.post("/{workspace_id}/step")
@@ -347,7 +385,7 @@ async def workspace_step(workspace_id: str, request: StepRequest, store: StoreDe
 @workspace_routes.get("/{workspace_id}/hosted/tools")
 async def workspace_tools_hosted(workspace_id: str, store: StoreDep) -> dict[str, Any]:
     _workspace_or_404(store, workspace_id)
-    return _tool_listing(store)
+    return _tool_listing(store, workspace_id)
 
 
 @workspace_routes.post("/{workspace_id}/hosted/step")
@@ -416,7 +454,7 @@ class ToolServerApp:
                 created = _json_body(scope, body, CreateWorkspaceRequest) if body else None
                 if created is False:
                     return replay_body(body, receive)
-                await _send_json(send, 201, _created(self.store, created))
+                await _send_json(send, 201, await _created(self.store, created))
             elif action == "/step" and method == "POST":
                 body = await _read_body(receive)
                 step = None if body is None else _json_body(scope, body, StepRequest)
@@ -430,7 +468,7 @@ class ToolServerApp:
                 workspace = _workspace_or_404(self.store, workspace_id)
                 await _send_json(send, 200, self.store.snapshot(workspace, text=text))
             elif action is None and workspace_id is not None and method == "DELETE":
-                await _send_json(send, 200, _deleted(self.store, workspace_id))
+                await _send_json(send, 200, await _deleted(self.store, workspace_id))
             else:
                 return receive
         except HTTPException as exc:  # as FastAPI's own handler answers it

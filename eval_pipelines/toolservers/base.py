@@ -57,6 +57,11 @@ class SeedError(ValueError):
     """Seed data that cannot be loaded; the message names the file index and the field."""
 
 
+class ServerUnavailable(RuntimeError):
+    """The server's own backend failed (an upstream benchmark's worker crashed or hung): the app answers 503,
+    an infrastructure error, never the agent's."""
+
+
 class ConfigureError(ValueError):
     """Runtime settings a server cannot use; the message names the field and never echoes a value."""
 
@@ -118,6 +123,9 @@ class BuiltinToolServer(ABC):
     name: ClassVar[str]
     #: collection name -> plural noun used in diff summaries ("emails" -> "email(s)").
     collection_nouns: ClassVar[dict[str, str]] = {}
+    #: whether a call that fails leaves the state as it was before it (False: as the server left it, when the
+    #: state mirrors a backend that keeps a failed call's partial changes).
+    rolls_back_failed_calls: ClassVar[bool] = True
 
     #: the server's tools, collected from its `@tool` handlers; `tools()` hands out copies, so no caller can
     #: change the server's own.
@@ -147,6 +155,20 @@ class BuiltinToolServer(ABC):
     @abstractmethod
     def seed(self, state: State, seed_files: list[Any]) -> None:
         """Load parsed seed files into `state`; raise SeedError naming the problem."""
+
+    async def aseed(self, workspace_id: str, state: State, seed_files: list[Any]) -> None:
+        """Seeding as the HTTP app runs it, for workspace `workspace_id`. A server whose state lives elsewhere (a
+        subprocess) overrides this and awaits it, so the event loop keeps serving; the default runs `seed`.
+        Raises SeedError for bad seeds and ServerUnavailable when its backend fails."""
+        self.seed(state, seed_files)
+
+    async def adelete(self, workspace_id: str) -> None:
+        """Release what the server holds for a deleted workspace beyond its state (nothing, by default)."""
+        return None
+
+    def workspace_tools(self, workspace_id: str) -> list[ToolDefinition]:
+        """The tools a workspace lists: every tool, unless the server's tools depend on the workspace's seed."""
+        return self.tools()
 
     def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
         """Run one validated call on the tool's `@tool` handler; return the observation text or raise ToolError.

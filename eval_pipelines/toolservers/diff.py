@@ -19,6 +19,13 @@ def _server_name_and_nouns(tool_server: ServerRef) -> tuple[str, dict[str, str]]
     return tool_server.name, dict(tool_server.collection_nouns)
 
 
+def _items(collection: Any) -> dict[str, Any]:
+    """A collection's items; a value that is not a collection (an upstream benchmark's `db_hash`) is one item."""
+    if isinstance(collection, dict):
+        return collection
+    return {} if collection is None else {"value": collection}
+
+
 def diff_states(
     tool_server: ServerRef,
     before: State,
@@ -39,8 +46,8 @@ def diff_states(
     parts: list[str] = []
     collections = list(after) + [c for c in before if c not in after]
     for collection in collections:
-        old_items = before.get(collection) or {}
-        new_items = after.get(collection) or {}
+        old_items = _items(before.get(collection))
+        new_items = _items(after.get(collection))
         added = [key for key in new_items if key not in old_items]
         removed = [key for key in old_items if key not in new_items]
         changed = [key for key in new_items if key in old_items and new_items[key] != old_items[key]]
