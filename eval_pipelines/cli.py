@@ -50,6 +50,8 @@ EXIT_STEP_FAILED = 1
 EXIT_USER_ERROR = 2
 #: Some model x scenario ended in errors above the sweep's `error_threshold`: its pass rate is not a result.
 EXIT_ERRORS = 3
+#: `eval-pipelines parity`: our verdict and the upstream grader's differ on a deterministic component.
+EXIT_PARITY_DISAGREEMENT = 1
 
 
 class UserError(Exception):
@@ -701,6 +703,26 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return 0 if sandbox.mode == SANDBOX_NAMESPACES else 1
 
 
+def cmd_parity(args: argparse.Namespace) -> int:
+    """Grade a sweep's benchmark rollouts with the benchmarks' own graders and compare with our verdicts."""
+    import asyncio
+
+    from eval_pipelines.benchmarks.parity import ParityError, catalog_tasks, run_parity, summary_lines
+    from eval_pipelines.warehouse.catalog import build_catalog
+
+    warehouse_root = data_dir() / "warehouse"
+    try:
+        report = asyncio.run(
+            run_parity(warehouse_root, args.sweep, task_of=catalog_tasks(ScenarioCatalog()), benchmark=args.benchmark)
+        )
+    except ParityError as exc:
+        raise UserError(str(exc)) from None
+    if report.files:  # the viewer and `eval-pipelines sql` read the `parity` view from the catalog
+        build_catalog(warehouse_root, data_dir() / "eval.duckdb")
+    print("\n".join(summary_lines(report, args.show)))
+    return EXIT_PARITY_DISAGREEMENT if report.deterministic_disagreements else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eval-pipelines", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -812,6 +834,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("service", choices=("eval-service", "platform"))
     serve.add_argument("options", nargs=argparse.REMAINDER, help="the service's own options (see --help after it)")
     serve.set_defaults(func=cmd_serve)
+    parity = sub.add_parser(
+        "parity",
+        help="grade a sweep's benchmark rollouts with the upstream graders and compare them with ours "
+        f"(exit {EXIT_PARITY_DISAGREEMENT} on a disagreement on a deterministic component)",
+    )
+    parity.add_argument("--sweep", required=True, help="the sweep id whose benchmark rollouts are graded")
+    parity.add_argument("--benchmark", default=None, help="only this benchmark's rollouts (bfcl, tau2)")
+    parity.add_argument("--show", type=int, default=20, help="disagreeing rollouts listed per benchmark (default 20)")
+    parity.set_defaults(func=cmd_parity)
     sandbox = sub.add_parser("sandbox", help="say how run_command isolates a model's commands on this host")
     sandbox.set_defaults(func=cmd_sandbox)
     return parser

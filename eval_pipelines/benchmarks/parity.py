@@ -20,7 +20,7 @@ import hashlib
 import importlib
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -185,12 +185,21 @@ def _ours_components(output_jsons: Sequence[dict[str, Any]]) -> dict[str, bool]:
     return merged
 
 
-def _load_item(row: BenchmarkRollout, catalog: ScenarioCatalog) -> ParityItem | str:
+#: (scenario_id, task_id) -> the task; KeyError when unknown.
+TaskLookup = Callable[[str, str], Task]
+
+
+def catalog_tasks(catalog: ScenarioCatalog) -> TaskLookup:
+    """The tasks of the scenario catalog (benchmark scenarios included), by scenario id and task id."""
+    return lambda scenario_id, task_id: catalog.get(scenario_id).task(task_id)
+
+
+def _load_item(row: BenchmarkRollout, task_of: TaskLookup) -> ParityItem | str:
     """The item to grade, or why the rollout cannot be graded."""
     if not row.artifacts_path:
         return "no stored trace"
     try:
-        task = catalog.get(row.scenario_id).task(row.task_id)
+        task = task_of(row.scenario_id, row.task_id)
     except KeyError:
         return f"task {row.task_id!r} of scenario {row.scenario_id!r} is not in the scenario catalog"
     try:
@@ -216,7 +225,7 @@ def parity_file_stem(sweep_id: str, grading: str) -> str:
 async def grade_benchmark(
     adapter: ParityAdapter,
     rows: Sequence[BenchmarkRollout],
-    catalog: ScenarioCatalog,
+    task_of: TaskLookup,
     graded_at: dt.datetime,
 ) -> BenchmarkParity:
     """Run the adapter's upstream grader over one benchmark's rollouts and compare each verdict with ours."""
@@ -224,7 +233,11 @@ async def grade_benchmark(
     items: list[ParityItem] = []
     by_id = {row.rollout_id: row for row in rows}
     for row in rows:
-        loaded = _load_item(row, catalog)
+        if not row.scored:
+            # Our verdict is missing (an infrastructure error, or not verified yet): nothing to compare.
+            result.skipped[row.rollout_id] = f"error: {row.error_class}" if row.outcome == "error" else "not verified"
+            continue
+        loaded = _load_item(row, task_of)
         if isinstance(loaded, str):
             result.skipped[row.rollout_id] = loaded
         else:
@@ -289,7 +302,7 @@ async def run_parity(
     warehouse_root: Path,
     sweep_id: str,
     *,
-    catalog: ScenarioCatalog,
+    task_of: TaskLookup,
     benchmark: str | None = None,
     adapters: Mapping[str, ParityAdapter] | None = None,
     graded_at: dt.datetime | None = None,
@@ -318,9 +331,43 @@ async def run_parity(
     report = ParityReport(sweep_id, [])
     for name, mine in sorted(by_benchmark.items()):
         adapter = (adapters or {}).get(name) or adapter_for(name)
-        result = await grade_benchmark(adapter, mine, catalog, graded_at)
+        result = await grade_benchmark(adapter, mine, task_of, graded_at)
         if result.skipped:
             logger.warning("%s: %d rollouts were not graded upstream", name, len(result.skipped))
         report.files.extend(write_parity(warehouse, sweep_id, result))
         report.benchmarks.append(result)
     return report
+
+
+#: Disagreeing rollouts listed per benchmark by `summary_lines` unless told otherwise.
+DEFAULT_SHOWN_DISAGREEMENTS = 20
+
+
+def summary_lines(report: ParityReport, shown: int = DEFAULT_SHOWN_DISAGREEMENTS) -> list[str]:
+    """What `eval-pipelines parity` prints: per benchmark the counts, then the first `shown` disagreements."""
+    lines = [f"parity of sweep {report.sweep_id}"]
+    if not report.benchmarks:
+        lines.append("  no benchmark rollouts in this sweep")
+    for result in report.benchmarks:
+        flipped = result.disagreements
+        lines.append(
+            f"{result.benchmark} (upstream {result.upstream_version}): {len(result.records)} rollouts graded, "
+            f"{result.agreeing} agree, {len(flipped)} disagree "
+            f"({result.deterministic_disagreements} on a deterministic component), "
+            f"{len(result.skipped)} not graded"
+        )
+        for record in flipped[:shown]:
+            ours = "pass" if record.rollout.ours_success else "fail"
+            upstream = "pass" if record.upstream_success else "fail"
+            lines.append(
+                f"  {record.rollout.rollout_id} {record.rollout.scenario_id}/{record.rollout.task_id} "
+                f"{record.rollout.model_name}: ours {ours}, upstream {upstream}; flips {', '.join(record.flips)}"
+                + (f" ({record.upstream_message})" if record.upstream_message else "")
+            )
+        if len(flipped) > shown:
+            lines.append(f"  ... and {len(flipped) - shown} more (the `parity` view lists them all)")
+        reasons: dict[str, int] = {}
+        for why in result.skipped.values():
+            reasons[why.partition(":")[0]] = reasons.get(why.partition(":")[0], 0) + 1
+        lines.extend(f"  not graded: {count} x {why}" for why, count in sorted(reasons.items()))
+    return lines
