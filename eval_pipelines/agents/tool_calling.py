@@ -32,6 +32,7 @@ from eval_pipelines.schemas.limits import MAX_JSON_DEPTH
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import MSG_MAX_STEPS, TerminationReason
 from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
+from eval_pipelines.users.base import User
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a capable assistant working inside a company's tools. Use the tools to complete the user's task. "
@@ -136,7 +137,12 @@ def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
 
 class ToolCallingAgent(BaseAgent):
     """One LLM call per step, up to `max_steps`; every requested tool call is executed; a reply without tool
-    calls is the final observation. The model sees each tool as `<tool_server>__<tool_name>`."""
+    calls is the final observation. The model sees each tool as `<tool_server>__<tool_name>` (or by its own name
+    when the environment lists a `wire_name`).
+
+    With a `user` (a multi-turn task), a reply without tool calls hands the turn to the user instead: what the
+    user says next is appended and the loop goes on, until the user ends the conversation. `max_steps` still
+    bounds the whole rollout; `max_steps_per_turn` bounds the steps inside one turn."""
 
     def __init__(
         self,
@@ -145,11 +151,18 @@ class ToolCallingAgent(BaseAgent):
         *,
         user_tag: str | None = None,
         stop_event: asyncio.Event | None = None,
+        user: User | None = None,
+        system_prompt: str | None = None,
+        max_steps_per_turn: int | None = None,
     ) -> None:
         self.client = client
         self.model_config = model_config
         self.user_tag = user_tag
         self.stop_event = stop_event
+        self.user = user
+        #: the task's own system prompt ("" sends none), over the model config's
+        self.system_prompt = system_prompt
+        self.max_steps_per_turn = max_steps_per_turn
         self._tools: dict[str, tuple[str, str]] = {}
         self._tool_specs: list[ToolSpec] = []
         #: The history as last sent: each message dict beside its validated form. A turn validates only the
@@ -166,14 +179,21 @@ class ToolCallingAgent(BaseAgent):
     async def setup(self, environment: BaseEnvironment) -> None:
         self._tools.clear()
         self._tool_specs.clear()
-        for tool in await environment.alist_tools():
-            wire = wire_tool_name(tool["tool_server"], tool["name"])
+        # A hidden tool is not offered to the model, but a call to it by name still runs (as BFCL runs it). An
+        # environment written before tools could hide (duck-typed, not a BaseEnvironment) hides none.
+        hidden = getattr(environment, "ahidden_tools", None)
+        for tool, listed in [
+            *((tool, True) for tool in await environment.alist_tools()),
+            *((tool, False) for tool in (await hidden() if hidden is not None else [])),
+        ]:
+            wire = tool.get("wire_name") or wire_tool_name(tool["tool_server"], tool["name"])
             if wire in self._tools:
                 raise ValueError(f"duplicate tool wire name {wire!r}")
             self._tools[wire] = (tool["tool_server"], tool["name"])
-            self._tool_specs.append(
-                _tool_spec(wire, tool.get("description", ""), tool.get("parameters") or _NO_PARAMETERS)
-            )
+            if listed:
+                self._tool_specs.append(
+                    _tool_spec(wire, tool.get("description", ""), tool.get("parameters") or _NO_PARAMETERS)
+                )
 
     def _request(self, messages: list[dict[str, Any]]) -> ChatRequest:
         # The messages already validated are the same objects at the head of `messages` (a compaction replaces
@@ -205,20 +225,36 @@ class ToolCallingAgent(BaseAgent):
             # A byte-level tokenizer's token may be half a character: a lone surrogate no encoder takes.
             context.metadata.setdefault(META_LOGPROBS, []).append(without_lone_surrogates(dumped))
 
+    def _say(self, context: RunArtifacts, messages: list[dict[str, Any]], role: str, text: str) -> None:
+        messages.append({"role": role, "content": text})
+        context.record_message(role, text)
+
     async def run(self, instruction: str, environment: BaseEnvironment, context: RunArtifacts) -> None:
         if not self._tools:
             await self.setup(environment)
-        system_prompt = self.model_config.system_prompt or DEFAULT_SYSTEM_PROMPT
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt},
-            {"role": "user", "content": instruction},
-        ]
-        context.record_message("system", system_prompt)
-        context.record_message("user", instruction)
+        if self.system_prompt is not None:
+            system_prompt = self.system_prompt
+        else:
+            system_prompt = self.model_config.system_prompt or DEFAULT_SYSTEM_PROMPT
+        messages: list[dict[str, Any]] = []
+        if system_prompt:
+            self._say(context, messages, "system", system_prompt)
+        user = self.user
+        if user is not None and user.agent_greeting is not None:
+            self._say(context, messages, "assistant", user.agent_greeting)
+        opening = await user.opening() if user is not None else None
+        self._say(context, messages, "user", instruction if opening is None else opening)
+        if user is not None and user.ending is not None:
+            context.metadata[META_TERMINATION] = TerminationReason.FINAL_RESPONSE.value
+            return
         every = self.model_config.summarize_every_n_turns
+        steps_in_turn = 0
         for turn in range(self.model_config.max_steps):
             if self.stop_event is not None and self.stop_event.is_set():
                 raise asyncio.CancelledError()
+            if self.max_steps_per_turn is not None and steps_in_turn >= self.max_steps_per_turn:
+                break
+            steps_in_turn += 1
             if every and turn and turn % every == 0:
                 compacted = compact_history(messages, self.model_config.context_stride)
                 if compacted is not messages:
@@ -240,11 +276,21 @@ class ToolCallingAgent(BaseAgent):
             ]
             if not tool_calls:
                 text = content or ""
-                messages.append({"role": "assistant", "content": text})
-                context.record_message("assistant", text)
+                self._say(context, messages, "assistant", text)
                 context.set_final_observation(text)
-                context.metadata[META_TERMINATION] = TerminationReason.FINAL_RESPONSE.value
-                return
+                said = await user.reply(text) if user is not None else None
+                if said is None:
+                    context.metadata[META_TERMINATION] = TerminationReason.FINAL_RESPONSE.value
+                    return
+                self._say(context, messages, "user", said.text)
+                if said.ending is not None:
+                    context.metadata[META_TERMINATION] = TerminationReason.FINAL_RESPONSE.value
+                    return
+                if said.unlocked_tools:
+                    environment.unlock_tools(said.unlocked_tools)
+                    await self.setup(environment)
+                steps_in_turn = 0
+                continue
             await self._answer_calls(environment, context, messages, content, tool_calls)
         context.metadata[META_TERMINATION] = TerminationReason.MAX_STEPS.value
         context.set_error(MSG_MAX_STEPS)

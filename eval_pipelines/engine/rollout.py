@@ -27,7 +27,7 @@ from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavaila
 from eval_pipelines.environments.mcp import McpServerSpec
 from eval_pipelines.environments.unified import UnifiedEnvironment
 from eval_pipelines.lib.json_values import without_lone_surrogates
-from eval_pipelines.llm.deadline import RolloutDeadline, rollout_deadline
+from eval_pipelines.llm.deadline import ROLE_USER, RolloutDeadline, rollout_deadline
 from eval_pipelines.llm.errors import LLMError
 from eval_pipelines.llm.metering import UsageMeter, metering
 from eval_pipelines.schemas.artifacts import (
@@ -38,7 +38,9 @@ from eval_pipelines.schemas.artifacts import (
     META_STATE_DIFFS,
     META_TIMEOUT,
     META_TOOL_SERVERS,
+    META_TURN_STATES,
     META_USAGE,
+    META_USER_ENDING,
     RunArtifacts,
 )
 from eval_pipelines.schemas.model_config import ModelConfig
@@ -54,7 +56,7 @@ from eval_pipelines.schemas.runs import (
     TerminationReason,
     TokenUsage,
 )
-from eval_pipelines.schemas.scenarios import NpcProfile, Task
+from eval_pipelines.schemas.scenarios import NpcProfile, ScriptedUserSpec, Task
 from eval_pipelines.schemas.tools import DiffScope, ToolDefinition
 from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
@@ -66,6 +68,7 @@ from eval_pipelines.toolservers.npc import (
     npc_transcripts,
     withheld_secrets,
 )
+from eval_pipelines.users import User, UserSimulatorError, UserTurn, build_user
 from eval_pipelines.verifiers.isolation import VerifierPool
 from eval_pipelines.verifiers.loader import VerifierPackage
 from eval_pipelines.verifiers.protocol import combine, verify_task
@@ -73,7 +76,8 @@ from eval_pipelines.verifiers.protocol import combine, verify_task
 #: The tool server whose workspaces host the task's NPCs.
 NPC_SERVER = ChatServer.name
 
-AgentFactory = Callable[["RolloutSpec", ChatClientPool, asyncio.Event], BaseAgent]
+#: (spec, clients, stop event) -> agent; on a multi-turn task the engine also passes `user=` (a `User`).
+AgentFactory = Callable[..., BaseAgent]
 
 MSG_REFERENCE_AGENT_FAULT = "Internal error of the reference agent (not the model's failure): {error}"
 MSG_MAX_STEPS_FAILS = f"{MSG_MAX_STEPS}: a task passes only with a final answer unless it sets pass_at_max_steps"
@@ -146,15 +150,18 @@ class _Ending:
     error_class: ErrorClass | None = None
 
 
-#: What an agent's constructor may ask for, by parameter name.
-AGENT_INJECTABLES = ("client", "model_config", "user_tag", "stop_event")
+#: What an agent's constructor may ask for, by parameter name. `user` is the task's user, given only on a
+#: multi-turn task: an agent that talks with it hands it the turn with `await user.reply(text)`.
+AGENT_INJECTABLES = ("client", "model_config", "user_tag", "stop_event", "user")
 
 
-def default_agent_factory(spec: RolloutSpec, clients: ChatClientPool, stop: asyncio.Event) -> BaseAgent:
+def default_agent_factory(
+    spec: RolloutSpec, clients: ChatClientPool, stop: asyncio.Event, user: User | None = None
+) -> BaseAgent:
     """The reference agent, or the custom agent class named by `spec.agent_path`.
 
-    A custom agent's constructor receives whichever of `client`, `model_config`, `user_tag` and `stop_event`
-    it names (all of them if it takes **kwargs), so agents that bring their own LLM stack need none.
+    A custom agent's constructor receives whichever of `client`, `model_config`, `user_tag`, `stop_event` and
+    `user` it names (all of them if it takes **kwargs), so agents that bring their own LLM stack need none.
     """
     available: dict[str, Any] = {
         "client": clients.for_model(spec.model_config),
@@ -162,8 +169,12 @@ def default_agent_factory(spec: RolloutSpec, clients: ChatClientPool, stop: asyn
         "user_tag": spec.rollout_id,
         "stop_event": stop,
     }
+    if user is not None:  # a single-turn task's agents are constructed exactly as before
+        available["user"] = user
     if spec.agent_path is None:
-        return ToolCallingAgent(**available)
+        return ToolCallingAgent(
+            **available, system_prompt=spec.task.system_prompt, max_steps_per_turn=spec.task.max_steps_per_turn
+        )
     agent_class = load_agent_class(spec.agent_path)
     if issubclass(agent_class, SimLabAgentAdapter):
         # A SimLab agent sees the servers under the names the task's bundle gave them.
@@ -260,6 +271,8 @@ class RolloutEngine:
                     for server in servers
                     if (base := self._base_url(spec, server)) in self._tool_listings
                 },
+                bare_tool_names=spec.task.bare_tool_names,
+                hidden_tools=spec.task.user.hidden_before() if isinstance(spec.task.user, ScriptedUserSpec) else (),
             )
             if spec.mcp_servers:
                 try:
@@ -267,7 +280,7 @@ class RolloutEngine:
                 except Exception as exc:  # an MCP server that cannot start is a provisioning failure
                     artifacts.set_error(f"Workspace provisioning failed: MCP server: {exc}")
                     return self._finish(spec, artifacts, _PROVISIONING_FAILED, [], started)
-            ending = await self._run_agent(spec, environment, artifacts, cancel)
+            ending = await self._run_agent(spec, environment, artifacts, cancel, workspaces)
             if spec.agent_path is not None:
                 _make_storable(artifacts)
             for server, tools in environment.http_tool_listings().items():
@@ -321,11 +334,32 @@ class RolloutEngine:
             seed.append(npc_seed_item(profiles, task.npc_secrets))
         return seed
 
+    def _user(self, spec: RolloutSpec, artifacts: RunArtifacts, workspaces: dict[str, str]) -> User | None:
+        if spec.task.user is None:
+            return None
+        config = spec.user_model_config
+        client = self.clients.for_model(config) if config is not None else None
+        return _TurnRecorder(build_user(spec.task.user, client, config), self.admin, workspaces, artifacts)
+
     async def _run_agent(
-        self, spec: RolloutSpec, environment: BaseEnvironment, artifacts: RunArtifacts, cancel: asyncio.Event
+        self,
+        spec: RolloutSpec,
+        environment: BaseEnvironment,
+        artifacts: RunArtifacts,
+        cancel: asyncio.Event,
+        workspaces: dict[str, str],
     ) -> _Ending:
         try:
-            agent = self.agent_factory(spec, self.clients, cancel)
+            user = self._user(spec, artifacts, workspaces)
+        except UserSimulatorError as exc:
+            artifacts.set_error(str(exc))
+            return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.USER_SIMULATOR)
+        try:
+            agent = (
+                self.agent_factory(spec, self.clients, cancel)
+                if user is None
+                else self.agent_factory(spec, self.clients, cancel, user=user)
+            )
         except (ValueError, TypeError) as exc:  # an unloadable custom agent fails this rollout, with the reason
             artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
             return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR)
@@ -352,6 +386,7 @@ class RolloutEngine:
             cancel_wait.cancel()
         # Read before the agent is cancelled: cancelling it ends the requests it was waiting on.
         unanswered = None if agent_task in done else deadline.unanswered()
+        unanswered_role = None if agent_task in done else getattr(deadline.unanswered_request(), "role", None)
         if agent_task not in done:
             agent_task.cancel()
             await asyncio.gather(agent_task, return_exceptions=True)
@@ -360,6 +395,9 @@ class RolloutEngine:
             if cancel.is_set():
                 artifacts.set_error(MSG_CANCELLED)
                 return _Ending(RolloutStatus.FAILED, TerminationReason.CANCELLED, ErrorClass.CANCELLED)
+            if unanswered is not None and unanswered_role == ROLE_USER:
+                artifacts.set_error(unanswered)
+                return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.USER_SIMULATOR)
             if unanswered is not None:
                 # The time ran out on the endpoint (a hang, a trickled reply, 429s and back-offs): only the time
                 # the agent spent between answered requests is its own timeout.
@@ -376,6 +414,10 @@ class RolloutEngine:
         except ToolServerUnavailable as exc:
             artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
             return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.TOOL_SERVER)
+        except UserSimulatorError as exc:
+            # The user's model, not the agent's, failed: the conversation cannot go on, and says nothing of the agent.
+            artifacts.set_error(str(exc))
+            return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.USER_SIMULATOR)
         except LLMError as exc:
             # The endpoint failed (unreachable, refused, rate limited after retries, 5xx, timeout, garbage):
             # nothing was learned about the model's skill.
@@ -477,6 +519,47 @@ class RolloutEngine:
             error_class=error_class,
         )
         return RolloutOutcome(status=status, termination_reason=ending.reason, result=result, artifacts=artifacts)
+
+
+class _TurnRecorder:
+    """The task's user as the agent sees it, recording what the engine keeps of each turn: when the agent hands
+    the turn back, every workspace's state as the agent left it (`turn_states`, which per-turn verifiers such as
+    BFCL's compare); when the conversation ends, how (`user_ending`)."""
+
+    def __init__(self, user: User, admin: ToolServerAdmin, workspaces: dict[str, str], artifacts: RunArtifacts):
+        self._user = user
+        self._admin = admin
+        self._workspaces = workspaces
+        self._artifacts = artifacts
+        self.agent_greeting = user.agent_greeting
+
+    @property
+    def ending(self) -> str | None:
+        return self._user.ending
+
+    async def opening(self) -> str | None:
+        text = await self._user.opening()
+        self._note_ending()
+        return text
+
+    async def reply(self, agent_text: str) -> UserTurn | None:
+        await self._snapshot_turn()
+        turn = await self._user.reply(agent_text)
+        self._note_ending()
+        return turn
+
+    def _note_ending(self) -> None:
+        if self._user.ending is not None:
+            self._artifacts.metadata[META_USER_ENDING] = self._user.ending
+
+    async def _snapshot_turn(self) -> None:
+        names = list(self._workspaces)
+        try:
+            states = await asyncio.gather(*(self._admin.snapshot(self._workspaces[name]) for name in names))
+        except WorkspaceError as exc:
+            # Without the turn's state a per-turn verdict would be a wrong number: the server failed, not the agent.
+            raise ToolServerUnavailable(f"snapshot at the end of a user turn failed: {exc}") from exc
+        self._artifacts.metadata.setdefault(META_TURN_STATES, []).append(dict(zip(names, states, strict=True)))
 
 
 def _make_storable(artifacts: RunArtifacts) -> None:

@@ -52,6 +52,14 @@ class BaseEnvironment(ABC):
     def list_tool_namespaces(self) -> list[ToolNamespace]:
         """The tool servers and their transports."""
 
+    async def ahidden_tools(self) -> list[dict[str, Any]]:
+        """Tools served but not listed yet (a multi-turn task unlocks them at a later turn), in the form of
+        `alist_tools`: a call by name still reaches them. Default: none."""
+        return []
+
+    def unlock_tools(self, names: list[str]) -> None:  # noqa: B027 - optional hook, most environments hide nothing
+        """List the hidden tools of these names from now on."""
+
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         loop = self._loop
         if loop is not None and loop.is_running() and self._loop_thread != threading.get_ident():

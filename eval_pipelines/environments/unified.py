@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -50,6 +50,8 @@ class UnifiedEnvironment(BaseEnvironment):
         environ: Mapping[str, str] | None = None,
         secret_prefix: str = DEFAULT_SECRET_PREFIX,
         known_tools: Mapping[str, list[ToolDefinition]] | None = None,
+        bare_tool_names: bool = False,
+        hidden_tools: Iterable[str] = (),
     ) -> None:
         super().__init__()
         self.tool_servers = {name: url.rstrip("/") for name, url in (tool_servers or {}).items()}
@@ -72,6 +74,9 @@ class UnifiedEnvironment(BaseEnvironment):
         self._names_checked = False
         self._parsed_urls: dict[tuple[str, str], httpx.URL] = {}
         self.state_diffs: list[StateDiff] = []
+        #: the model sees each tool by its own name; the listing then carries it as `wire_name`
+        self.bare_tool_names = bare_tool_names
+        self._hidden = set(hidden_tools)
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -171,6 +176,16 @@ class UnifiedEnvironment(BaseEnvironment):
         self._names_checked = True
 
     async def alist_tools(self, tool_server: str | None = None) -> list[dict[str, Any]]:
+        return [tool for tool in await self._listing(tool_server) if tool["name"] not in self._hidden]
+
+    async def ahidden_tools(self) -> list[dict[str, Any]]:
+        return [tool for tool in await self._listing(None) if tool["name"] in self._hidden] if self._hidden else []
+
+    def unlock_tools(self, names: list[str]) -> None:
+        self._hidden.difference_update(names)
+
+    async def _listing(self, tool_server: str | None) -> list[dict[str, Any]]:
+        """Every tool served, hidden or not."""
         self._remember_loop()
         tool_server = tool_server or None
         if tool_server is not None and tool_server not in self.tool_servers and tool_server not in self.mcp_servers:
@@ -192,6 +207,7 @@ class UnifiedEnvironment(BaseEnvironment):
                     "name": tool.name,
                     "description": tool.description,
                     "parameters": tool.parameters,
+                    **({"wire_name": tool.name} if self.bare_tool_names else {}),
                 }
                 for tool in tools
             )

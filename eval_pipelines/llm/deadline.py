@@ -7,6 +7,10 @@ engine publishes the deadline here (a context variable, like the usage meter, so
 and worker threads); every `ChatClient` request made inside is bounded by what remains of it and registered
 while it is unanswered, so the engine can tell the endpoint's time from the agent's. Code outside a rollout
 (judges, NPCs, probes) sees no deadline and keeps its own timeouts.
+
+Not every model a rollout calls is the agent's: the model playing a multi-turn task's user is too. Its requests
+run under `request_role(ROLE_USER)`, so a rollout whose time ran out on the user's model is told apart from one
+that ran out on the agent's endpoint.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from dataclasses import dataclass
 
 from eval_pipelines.llm.errors import LLMTimeoutError
 
+#: Who a model request is made for: the agent under evaluation (the default), or the model playing its user.
+ROLE_AGENT = "agent"
+ROLE_USER = "user"
+
 
 @dataclass
 class PendingRequest:
@@ -30,6 +38,8 @@ class PendingRequest:
     #: the endpoint, already redacted
     where: str
     last_answer: str | None = None
+    #: ROLE_AGENT or ROLE_USER: whose model left it unanswered
+    role: str = ROLE_AGENT
 
 
 class RolloutDeadline:
@@ -50,7 +60,7 @@ class RolloutDeadline:
     @contextmanager
     def pending(self, model: str | None, where: str) -> Iterator[PendingRequest]:
         """Register a request as unanswered for the code inside (its retries and back-offs included)."""
-        request = PendingRequest(model, where)
+        request = PendingRequest(model, where, role=_ROLE.get())
         with self._lock:
             self._pending.append(request)
         try:
@@ -70,12 +80,18 @@ class RolloutDeadline:
     def unanswered(self) -> str | None:
         """Why the rollout's time ran out on the model endpoint: a request unanswered now, or one the deadline
         cut off before; None when the time was all the agent's own."""
-        with self._lock:
-            request = self._pending[0] if self._pending else self._ran_out
+        request = self.unanswered_request()
         return None if request is None else self.describe(request)
+
+    def unanswered_request(self) -> PendingRequest | None:
+        """The request `unanswered` describes (its `role` says whose model it was), or None."""
+        with self._lock:
+            return self._pending[0] if self._pending else self._ran_out
 
     def describe(self, request: PendingRequest) -> str:
         subject = f"chat completion for model {request.model!r}" if request.model else "request"
+        if request.role == ROLE_USER:
+            subject = f"{subject} playing the user"
         last = f"the last attempt got {request.last_answer}" if request.last_answer else "no attempt was answered"
         return (
             f"{subject} at {request.where} was still unanswered when the rollout's time limit "
@@ -84,6 +100,17 @@ class RolloutDeadline:
 
 
 _CURRENT: ContextVar[RolloutDeadline | None] = ContextVar("eval_pipelines_rollout_deadline", default=None)
+_ROLE: ContextVar[str] = ContextVar("eval_pipelines_request_role", default=ROLE_AGENT)
+
+
+@contextmanager
+def request_role(role: str) -> Iterator[None]:
+    """Tag the model requests made inside as made for `role` (ROLE_USER for a simulated user's model)."""
+    token = _ROLE.set(role)
+    try:
+        yield
+    finally:
+        _ROLE.reset(token)
 
 
 def current_deadline() -> RolloutDeadline | None:

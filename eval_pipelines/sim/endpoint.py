@@ -7,8 +7,14 @@ to a real endpoint. They are clearly labelled: every response has `system_finger
 - `sim-noisy` does the same but deviates at each step with probability `noise` (skips the action, corrupts
   a parameter, or stops early), so pass rates, pass@k and variance have something to measure.
 - `sim-noop` never calls a tool.
+- `sim-user` plays a multi-turn task's simulated user: it says the task's `opening`, then, at the agent's next
+  text-only reply, the task's first stop token.
 
-The sim recognises a task by its instruction (the first `user` message) through a `ReferenceBook`.
+On a multi-turn task the agents play `reference_turns[turn]` in each user turn (the turn is the count of user
+messages so far), then answer with the reference answer; `sim-noisy` deviates per step, turn by turn.
+
+The sim recognises a task by its instruction (the first `user` message: a scripted user's first turn, or a
+simulated user's `opening`) through a `ReferenceBook`; `sim-user` by its system prompt.
 It is stateless: each reply is derived from the request alone (instruction, the number of tool calls already
 made, and the `user` field, which the agent fills with the rollout id), so a rollout replays identically.
 """
@@ -36,6 +42,7 @@ from starlette.concurrency import run_in_threadpool
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError
 from eval_pipelines.llm.history import summarised_call_count
 from eval_pipelines.llm.types import ChatMessage, ChatRequest, wire_tool_name
+from eval_pipelines.schemas.scenarios import SimulatedUserSpec, Task
 from eval_pipelines.schemas.sweep import SIMULATED_PREFIX, is_simulated_model
 from eval_pipelines.schemas.tools import ToolCall
 
@@ -44,11 +51,14 @@ logger = logging.getLogger(__name__)
 SIM_ORACLE = "sim-oracle"
 SIM_NOISY = "sim-noisy"
 SIM_NOOP = "sim-noop"
+SIM_USER = "sim-user"
 SIMULATED_MODELS: tuple[str, ...] = (SIM_ORACLE, SIM_NOISY, SIM_NOOP)
 SIMULATED_FINGERPRINT = "simulated"
 DEFAULT_NOISE = 0.35
 
 UNKNOWN_TASK_REPLY = "I could not find a way to complete this task."
+#: What `sim-user` says when it does not know the task whose user it plays.
+UNKNOWN_USER_REPLY = "I am not sure what I need."
 NOOP_REPLY = "I am unable to complete this task."
 EARLY_STOP_REPLY = "I have done what I can on this task."
 EMPTY_ANSWER_REPLY = "The task is complete."
@@ -73,6 +83,35 @@ class TaskReference:
     task_id: str
     reference_actions: list[ToolCall] = field(default_factory=list)
     reference_answer: str = ""
+    #: on a multi-turn task, the calls of each user turn (then `reference_actions` is not played)
+    reference_turns: list[list[ToolCall]] = field(default_factory=list)
+    #: the simulated user's first message and its stop tokens (what `sim-user` says)
+    user_opening: str = ""
+    user_stop_tokens: list[str] = field(default_factory=list)
+
+
+def _reference_of(task: Task) -> TaskReference:
+    user = task.user if isinstance(task.user, SimulatedUserSpec) else None
+    return TaskReference(
+        task_id=task.task_id,
+        reference_actions=list(task.reference_actions),
+        reference_answer=task.reference_answer,
+        reference_turns=[list(turn) for turn in task.reference_turns],
+        user_opening=user.opening if user is not None else "",
+        user_stop_tokens=list(user.stop_tokens) if user is not None else [],
+    )
+
+
+def _instruction_keys(task: Task) -> list[str]:
+    """The first user messages an agent of this task sends: its description, and a simulated user's opening."""
+    keys = [normalise_instruction(task.description)]
+    if isinstance(task.user, SimulatedUserSpec) and task.user.opening:
+        keys.append(normalise_instruction(task.user.opening))
+    return [key for key in keys if key]
+
+
+def _user_key(task: Task) -> str:
+    return normalise_instruction(task.user.system_prompt) if isinstance(task.user, SimulatedUserSpec) else ""
 
 
 def _catalog_fingerprint(root: Path) -> tuple[tuple[str, int, int], ...]:
@@ -101,6 +140,9 @@ class ReferenceBook:
         self._catalog = catalog
         self._added: dict[str, TaskReference] = {}
         self._indexed: dict[str, TaskReference] = {}
+        #: a simulated user's system prompt -> its task, for `sim-user`
+        self._users: dict[str, TaskReference] = {}
+        self._indexed_users: dict[str, TaskReference] = {}
         self._fingerprint: tuple[tuple[str, int, int], ...] | None = None
         self._lock = threading.Lock()
 
@@ -137,6 +179,26 @@ class ReferenceBook:
         with self._lock:
             self._added[key] = reference
         return reference
+
+    def add_task(self, task: Task) -> TaskReference:
+        """Register a whole task by hand (tests): its instruction, its simulated user's opening and prompt."""
+        reference = _reference_of(task)
+        with self._lock:
+            for key in _instruction_keys(task):
+                self._added[key] = reference
+            if user_key := _user_key(task):
+                self._users[user_key] = reference
+        return reference
+
+    def lookup_user(self, system_prompt: str) -> TaskReference | None:
+        """The task whose simulated user has this system prompt."""
+        key = normalise_instruction(system_prompt)
+        with self._lock:
+            found = self._users.get(key) or self._indexed_users.get(key)
+            if found is None and self._catalog is not None and self._catalog_changed():
+                self._index_catalog(refresh=True)
+                found = self._indexed_users.get(key)
+            return found
 
     def find_known(self, instruction: str) -> TaskReference | None:
         """An exact match among the tasks already indexed: no file is read, so callers need no thread."""
@@ -186,6 +248,7 @@ class ReferenceBook:
                 logger.warning("simulated models: keeping the previous task index, catalog re-scan failed: %s", exc)
                 return
         indexed: dict[str, TaskReference] = {}
+        users: dict[str, TaskReference] = {}
         for scenario in self._catalog.all():
             try:
                 tasks = scenario.tasks()
@@ -194,18 +257,16 @@ class ReferenceBook:
                 logger.warning("simulated models: skipping scenario %s: %s", scenario.scenario_id, exc)
                 continue
             for task in tasks.values():
-                key = normalise_instruction(task.description)
-                if not key:
-                    continue
-                if key in indexed:
-                    logger.debug("simulated models: task %s repeats the instruction of another task", task.task_id)
-                    continue
-                indexed[key] = TaskReference(
-                    task_id=task.task_id,
-                    reference_actions=list(task.reference_actions),
-                    reference_answer=task.reference_answer,
-                )
+                reference = _reference_of(task)
+                for key in _instruction_keys(task):
+                    if key in indexed:
+                        logger.debug("simulated models: task %s repeats the instruction of another task", task.task_id)
+                        continue
+                    indexed[key] = reference
+                if user_key := _user_key(task):
+                    users.setdefault(user_key, reference)
         self._indexed = indexed
+        self._indexed_users = users
 
 
 # --- episode planning -------------------------------------------------------------------------------------
@@ -245,12 +306,21 @@ def _corrupt(action: ToolCall) -> ToolCall | None:
     return None
 
 
-def _plan(reference: TaskReference, *, noisy: bool, noise: float, user: str | None, instruction: str) -> _Plan:
+def _plan(
+    reference: TaskReference, *, noisy: bool, noise: float, user: str | None, instruction: str, turn: int | None = None
+) -> _Plan:
+    """The episode's plan; on a multi-turn task (`turn` given), the plan of that user turn."""
     answer = reference.reference_answer or EMPTY_ANSWER_REPLY
+    if turn is None:
+        actions = reference.reference_actions
+    else:
+        actions = reference.reference_turns[turn] if turn < len(reference.reference_turns) else []
+        # Each turn draws its own deviations: the same step index in two turns is two different steps.
+        instruction = f"{instruction}\x1fturn {turn}"
     if not noisy:
-        return _Plan(tuple(reference.reference_actions), answer)
+        return _Plan(tuple(actions), answer)
     calls: list[ToolCall] = []
-    for step, action in enumerate(reference.reference_actions):
+    for step, action in enumerate(actions):
         rng = _step_rng(user, instruction, step)
         if rng.random() >= noise:
             calls.append(action)
@@ -364,20 +434,41 @@ def _offered_tools(request: ChatRequest) -> set[str]:
     return {tool.function.name for tool in request.tools}
 
 
+def _user_turn(request: ChatRequest) -> tuple[int, int]:
+    """(the user turn the conversation is in, counted from 0; the calls already made in it)."""
+    turn, done = -1, 0
+    for message in request.messages:
+        if message.role == "user":
+            turn, done = turn + 1, 0
+        elif message.role == "assistant":
+            done += len(message.tool_calls or [])
+    return max(turn, 0), done
+
+
 def _reply(request: ChatRequest, reference: TaskReference | None, *, noise: float, instruction: str) -> dict[str, Any]:
-    done = sum(len(m.tool_calls or []) for m in request.messages if m.role == "assistant")
-    # A shortened history states how many calls its summary stands for (agents.context); count those too.
-    done += summarised_call_count([{"role": m.role, "content": m.content} for m in request.messages])
+    multi_turn = reference is not None and bool(reference.reference_turns)
+    turn: int | None = None
+    if multi_turn:
+        turn, done = _user_turn(request)
+    else:
+        done = sum(len(m.tool_calls or []) for m in request.messages if m.role == "assistant")
+        # A shortened history states how many calls its summary stands for (agents.context); count those too.
+        done += summarised_call_count([{"role": m.role, "content": m.content} for m in request.messages])
     if request.model == SIM_NOOP:
         return _completion(request, text=NOOP_REPLY, tool_call=None, step=done)
     if reference is None:
         return _completion(request, text=UNKNOWN_TASK_REPLY, tool_call=None, step=done)
-    plan = _plan(reference, noisy=request.model == SIM_NOISY, noise=noise, user=request.user, instruction=instruction)
+    plan = _plan(
+        reference, noisy=request.model == SIM_NOISY, noise=noise, user=request.user, instruction=instruction, turn=turn
+    )
     if done >= len(plan.calls):
         return _completion(request, text=plan.final_text, tool_call=None, step=done)
     action = plan.calls[done]
+    offered = _offered_tools(request)
     name = wire_tool_name(action.tool_server, action.tool_name)
-    if name not in _offered_tools(request):
+    if name not in offered and action.tool_name in offered:
+        name = action.tool_name  # the task lists its tools by their own names
+    if name not in offered:
         # A real model cannot call a tool it was not given: it answers in text instead.
         return _completion(
             request,
@@ -397,6 +488,24 @@ def _reply(request: ChatRequest, reference: TaskReference | None, *, noise: floa
 SimPersona = Callable[[ChatRequest], str]
 
 
+def simulated_user(book: ReferenceBook) -> SimPersona:
+    """`sim-user`: the simulated user of a multi-turn task, found by its system prompt. It sees the conversation
+    with the roles flipped (its own messages are `assistant`): first it says the task's opening, then, when the
+    agent has answered, the first stop token."""
+
+    def reply(request: ChatRequest) -> str:
+        system = next((m.content for m in request.messages if m.role == "system" and m.content), None)
+        reference = book.lookup_user(system) if system else None
+        if reference is None:
+            return UNKNOWN_USER_REPLY
+        said = sum(1 for m in request.messages if m.role == "assistant")
+        if said == 0 and reference.user_opening:
+            return reference.user_opening
+        return reference.user_stop_tokens[0] if reference.user_stop_tokens else UNKNOWN_USER_REPLY
+
+    return reply
+
+
 def create_sim_app(
     book: ReferenceBook, *, noise: float = DEFAULT_NOISE, personas: Mapping[str, SimPersona] | None = None
 ) -> FastAPI:
@@ -411,7 +520,7 @@ def create_sim_app(
     """
     if not 0.0 <= noise <= 1.0:
         raise ValueError("noise must be between 0.0 and 1.0")
-    extra = dict(personas or {})
+    extra = {SIM_USER: simulated_user(book), **(personas or {})}
     clash = sorted(set(extra) & set(SIMULATED_MODELS))
     if clash:
         raise ValueError(f"persona names collide with the simulated agents: {clash}")
