@@ -51,6 +51,8 @@ QUALITY = "quality"
 
 
 SAFETY = "safety"
+#: The judges every row is scored by, one of each kind.
+JUDGE_KINDS = (QUALITY, SAFETY)
 
 
 DEFAULT_QUALITY_MODEL = "veritas"
@@ -83,7 +85,7 @@ class JudgeSetup:
         if self.calls is None:
             return DEFAULT_PIPELINE_TIMEOUT_SECONDS
         timeout = self.calls.request_timeout_seconds or DEFAULT_JUDGE_TIMEOUT_SECONDS
-        waves = math.ceil(rows * len((QUALITY, SAFETY)) / (self.calls.max_concurrency or DEFAULT_JUDGE_CONCURRENCY))
+        waves = math.ceil(rows * len(JUDGE_KINDS) / (self.calls.max_concurrency or DEFAULT_JUDGE_CONCURRENCY))
         return DEFAULT_PIPELINE_TIMEOUT_SECONDS + waves * timeout * MAX_VERDICT_ATTEMPTS
 
 
@@ -128,7 +130,7 @@ async def ensure_judges(
 ) -> dict[str, KnownJudge]:
     """The quality and safety judges: the ones in `reuse` when their model still matches, else new ones."""
     judges: dict[str, KnownJudge] = {}
-    for kind in (QUALITY, SAFETY):
+    for kind in JUDGE_KINDS:
         model = setup.model_for(kind)
         known = (reuse or {}).get(kind)
         if known is not None and known.model_name == model:
@@ -273,7 +275,7 @@ def load_known_judges(path: Path, space_id: str, setup: JudgeSetup) -> dict[str,
         return {}
     known = data.get(space_id, {}) if isinstance(data, dict) else {}
     judges: dict[str, KnownJudge] = {}
-    for kind in (QUALITY, SAFETY):
+    for kind in JUDGE_KINDS:
         entry = known.get(f"{kind}:{setup.model_for(kind)}")
         if isinstance(entry, dict):
             with contextlib.suppress(TypeError):
