@@ -23,12 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval_pipelines.inputs.paths import cache_dir
+from eval_pipelines.inputs.paths import BENCHMARK_PYTHON_ENV_PREFIX, cache_dir
 from eval_pipelines.inputs.sweeps import ConfigError
 
 #: Written into a venv once everything is installed: its absence means a half-made venv.
 MARKER_NAME = ".eval-pipelines-complete"
-PYTHON_OVERRIDE_ENV_PREFIX = "EVAL_PIPELINES_BENCHMARK_PYTHON_"
 #: Lines of pip's output a failed install quotes.
 PIP_ERROR_LINES = 15
 
@@ -65,7 +64,7 @@ def _python_of(venv: Path) -> Path:
 
 
 def python_override(spec: EnvironmentSpec) -> Path | None:
-    value = os.environ.get(PYTHON_OVERRIDE_ENV_PREFIX + spec.name.upper())
+    value = os.environ.get(BENCHMARK_PYTHON_ENV_PREFIX + spec.name.upper())
     return Path(value) if value else None
 
 

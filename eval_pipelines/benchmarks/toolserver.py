@@ -97,7 +97,7 @@ class UpstreamToolServer(BuiltinToolServer):
                 self._worker = UpstreamWorker(python, self.worker_script, self.environment.worker_env)
             return self._worker
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         if self._worker is not None:
             await self._worker.close()
 
@@ -105,6 +105,8 @@ class UpstreamToolServer(BuiltinToolServer):
         return {}
 
     def seed(self, state: State, seed_files: list[Any]) -> None:
+        if not seed_files:  # a workspace made empty, to be seeded by `aseed`
+            return
         raise SeedError(f"tool server '{self.name}' is seeded by its upstream worker (asynchronously)")
 
     async def aseed(self, workspace_id: str, state: State, seed_files: list[Any]) -> None:

@@ -22,6 +22,20 @@ DATA_DIR_ENV = "EVAL_PIPELINES_DATA_DIR"
 SCENARIOS_DIR_ENV = "EVAL_PIPELINES_SCENARIOS_DIR"
 SWEEPS_DIR_ENV = "EVAL_PIPELINES_SWEEPS_DIR"
 CACHE_DIR_ENV = "EVAL_PIPELINES_CACHE_DIR"
+#: `<prefix><NAME>` points a benchmark (`..._BFCL`) at an interpreter that has its upstream package already.
+BENCHMARK_PYTHON_ENV_PREFIX = "EVAL_PIPELINES_BENCHMARK_PYTHON_"
+
+
+def cache_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The settings (never secrets) that say where the cache is and which benchmark interpreters to use, for a
+    child process that starts upstream workers with an otherwise scrubbed environment."""
+    source = dict(os.environ) if environ is None else environ
+    return {
+        name: value
+        for name, value in source.items()
+        if name in (CACHE_DIR_ENV, "XDG_CACHE_HOME") or name.startswith(BENCHMARK_PYTHON_ENV_PREFIX)
+    }
+
 
 #: Package data: the built-in scenarios and sweeps, and the files `eval-pipelines init` writes.
 BUILTIN_DIR = Path(__file__).resolve().parents[1] / "builtin"

@@ -7,6 +7,7 @@ import atexit
 import logging
 import threading
 
+from eval_pipelines.benchmarks.catalog import server_classes
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.schemas.model_config import ModelConfig
@@ -39,13 +40,16 @@ def shared_tool_host() -> ToolServerProcess:
     """The built-in tool servers, in one child process per process, shared by every runtime (they hold no
     catalog state: each rollout brings its own workspace and seed); stopped at interpreter exit. A monitor
     replaces the child, on the same socket and so the same URLs, when it dies or stops answering; the rollouts
-    that were using it end as tool_server errors (and are retried), the others go on."""
+    that were using it end as tool_server errors (and are retried), the others go on. The benchmarks' upstream
+    servers are served beside them; each starts its upstream worker on its first workspace, so a sweep without
+    benchmarks pays nothing for them."""
     global _tool_host
     with _tool_host_lock:
         if _tool_host is not None and not _tool_host.is_alive():
             _tool_host.restart()
         if _tool_host is None:
-            host = ToolServerProcess(list(BUILTIN_SERVERS)).start()
+            extra = server_classes()
+            host = ToolServerProcess([*BUILTIN_SERVERS, *extra], extra=extra).start()
             monitor = ToolHostMonitor(host)
             monitor.start()
             atexit.register(host.stop)
@@ -113,7 +117,7 @@ class LocalRuntime:
 
     def tool_server_urls(self) -> dict[str, str]:
         host = shared_tool_host()
-        return {name: host.base_url(name) for name in BUILTIN_SERVERS}
+        return {name: host.base_url(name) for name in host.names}
 
     @property
     def tool_host_pid(self) -> int | None:

@@ -166,6 +166,10 @@ class BuiltinToolServer(ABC):
         """Release what the server holds for a deleted workspace beyond its state (nothing, by default)."""
         return None
 
+    async def aclose(self) -> None:
+        """Stop what the server runs beside its states (a backend process) when its host shuts down."""
+        return None
+
     def workspace_tools(self, workspace_id: str) -> list[ToolDefinition]:
         """The tools a workspace lists: every tool, unless the server's tools depend on the workspace's seed."""
         return self.tools()

@@ -4,6 +4,7 @@ this process (`ToolServerHost`) or in a child process of their own (`ToolServerP
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import socket
@@ -11,13 +12,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 
 import httpx
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from eval_pipelines.inputs.paths import cache_settings
 from eval_pipelines.lib.aio import startup_objects_frozen
 from eval_pipelines.lib.confine import make_undumpable, scrubbed_environment
 from eval_pipelines.lib.http_pool import default_ssl_context
@@ -38,13 +40,20 @@ class HostApp:
     on every request before the server's own (about an eighth of a tool call's CPU in the tool host).
     """
 
-    def __init__(self, apps: dict[str, ASGIApp], status: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        apps: dict[str, ASGIApp],
+        status: dict[str, str] | None = None,
+        servers: Iterable[BuiltinToolServer] = (),
+    ) -> None:
         self.apps = apps
+        #: closed at shutdown: a server may run a backend process (a benchmark's upstream worker).
+        self.servers = list(servers)
         self._health = json.dumps({"status": "healthy", "servers": sorted(apps), **(status or {})}).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await self._lifespan(receive, send, self.servers)
             return
         path: str = scope["path"]
         name, _, _ = path[1:].partition("/")
@@ -62,13 +71,16 @@ class HostApp:
             await send({"type": "http.response.body", "body": body})
 
     @staticmethod
-    async def _lifespan(receive: Receive, send: Send) -> None:
-        # The servers keep their state in their app objects: nothing starts or stops with the process.
+    async def _lifespan(receive: Receive, send: Send, servers: list[BuiltinToolServer]) -> None:
+        # The servers keep their state in their app objects: nothing starts with the process; what they run
+        # beside it stops with it.
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                for server in servers:
+                    await server.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -80,17 +92,39 @@ def build_host_app(servers: dict[str, BuiltinToolServer], max_workspaces: int = 
     apps: dict[str, ASGIApp] = {
         name: create_app(server, max_workspaces=max_workspaces) for name, server in servers.items()
     }
-    return HostApp(apps, status)
+    return HostApp(apps, status, servers.values())
 
 
-def _checked_names(servers: Iterable[str]) -> list[str]:
+#: Server classes a host serves beyond the built-in ones (the benchmarks' upstream servers), by name.
+ExtraServers = Mapping[str, type[BuiltinToolServer]]
+
+
+def _checked_names(servers: Iterable[str], extra: ExtraServers | None = None) -> list[str]:
     names = list(dict.fromkeys(servers))
-    unknown = [n for n in names if n not in BUILTIN_SERVERS]
+    known = {**BUILTIN_SERVERS, **(extra or {})}
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown built-in tool server(s) {unknown}; available: {sorted(BUILTIN_SERVERS)}")
+        raise ValueError(f"unknown tool server(s) {unknown}; available: {sorted(known)}")
     if not names:
         raise ValueError("a tool server host needs at least one tool server")
     return names
+
+
+def _class_path(cls: type[BuiltinToolServer]) -> str:
+    """`module:QualName`, how a child host finds a server class that is not built in."""
+    if "<locals>" in cls.__qualname__:
+        raise ValueError(f"tool server class {cls.__qualname__} is not importable by a child process")
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _load_class(path: str) -> type[BuiltinToolServer]:
+    module_name, _, qualname = path.partition(":")
+    found: object = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    if not (isinstance(found, type) and issubclass(found, BuiltinToolServer)):
+        raise ValueError(f"{path} is not a tool server class")
+    return found
 
 
 class ToolServerHost:
@@ -106,9 +140,11 @@ class ToolServerHost:
         host: str = "127.0.0.1",
         port: int | None = None,
         max_workspaces: int = DEFAULT_MAX_WORKSPACES,
+        extra: ExtraServers | None = None,
     ) -> None:
-        names = _checked_names(servers)
-        self.servers: dict[str, BuiltinToolServer] = {name: BUILTIN_SERVERS[name]() for name in names}
+        names = _checked_names(servers, extra)
+        known = {**BUILTIN_SERVERS, **(extra or {})}
+        self.servers: dict[str, BuiltinToolServer] = {name: known[name]() for name in names}
         self.app = build_host_app(self.servers, max_workspaces=max_workspaces)
         self._server = BackgroundServer(self.app, host=host, port=port)
         self._started = False
@@ -165,8 +201,11 @@ class ToolServerProcess:
         host: str = "127.0.0.1",
         max_workspaces: int = DEFAULT_MAX_WORKSPACES,
         startup_timeout: float = 60.0,
+        extra: ExtraServers | None = None,
     ) -> None:
-        self.names = _checked_names(servers)
+        self.names = _checked_names(servers, extra)
+        #: name -> `module:Class` of the served servers that are not built in; the child imports them.
+        self.extra_paths = {name: _class_path(cls) for name, cls in (extra or {}).items() if name in self.names}
         self.host = host
         self.max_workspaces = max_workspaces
         self.startup_timeout = startup_timeout
@@ -232,9 +271,10 @@ class ToolServerProcess:
         listener = self._socket
         command = [sys.executable, "-m", "eval_pipelines.toolservers", "--fd", str(listener.fileno()),
                    "--servers", ",".join(self.names), "--max-workspaces", str(self.max_workspaces),
-                   "--parent-pid", str(os.getpid())]  # fmt: skip
+                   "--parent-pid", str(os.getpid()),
+                   *(f"--extra={name}={path}" for name, path in self.extra_paths.items())]  # fmt: skip
         # The host runs model-chosen commands (run_command): it starts with none of this process's secrets.
-        env = scrubbed_environment({"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        env = scrubbed_environment({"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **cache_settings()})
         if COMMAND_WRAPPER_ENV in os.environ:  # a setting, not a secret: the host prefixes it to every command
             env[COMMAND_WRAPPER_ENV] = os.environ[COMMAND_WRAPPER_ENV]
         self._process = subprocess.Popen(command, pass_fds=(listener.fileno(),), stdout=subprocess.DEVNULL, env=env)
@@ -276,11 +316,12 @@ class ToolServerProcess:
         self.stop()
 
 
-def _serve(fd: int, names: list[str], max_workspaces: int, parent_pid: int) -> None:
+def _serve(fd: int, names: list[str], max_workspaces: int, parent_pid: int, extra: ExtraServers) -> None:
     """The child's body: serve on the inherited socket until SIGTERM or until the parent is gone."""
     make_undumpable()  # it holds NPC model keys in memory (configure) that a command must not read
     install_log_redaction()  # before uvicorn's Config, which sets up its loggers
-    app = build_host_app({name: BUILTIN_SERVERS[name]() for name in names}, max_workspaces=max_workspaces)
+    known = {**BUILTIN_SERVERS, **extra}
+    app = build_host_app({name: known[name]() for name in names}, max_workspaces=max_workspaces)
     # Not uvicorn's `fd=`: it wraps the descriptor as a Unix socket, so accepted TCP connections miss
     # TCP_NODELAY and every response waits out the client's delayed ACK (~40 ms a request).
     listener = socket.socket(fileno=fd)
@@ -304,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--servers", required=True, help="comma-separated built-in server names")
     parser.add_argument("--max-workspaces", type=int, default=DEFAULT_MAX_WORKSPACES)
     parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--extra", action="append", default=[], help="NAME=module:Class of a server not built in")
     args = parser.parse_args(argv)
-    _serve(args.fd, _checked_names(args.servers.split(",")), args.max_workspaces, args.parent_pid)
+    extra = {name: _load_class(path) for name, _, path in (item.partition("=") for item in args.extra)}
+    _serve(args.fd, _checked_names(args.servers.split(","), extra), args.max_workspaces, args.parent_pid, extra)
     return 0

@@ -11,73 +11,10 @@ from typing import Any, ClassVar
 from eval_pipelines.benchmarks.environments import EnvironmentSpec
 from eval_pipelines.benchmarks.toolserver import UpstreamToolServer
 from eval_pipelines.benchmarks.worker import UpstreamWorker
+from eval_pipelines.inputs.paths import BENCHMARK_PYTHON_ENV_PREFIX
 
-FAKE_WORKER_SCRIPT = '''
-import json, os, subprocess, sys, time
-
-workspaces = {}
-TOOLS = [{"type": "function", "function": {"name": "add", "description": "add to the counter",
-          "parameters": {"type": "object", "properties": {"by": {"type": "integer"}}}}}]
-
-
-def state(workspace):
-    return {"counter": {"value": workspaces[workspace]}}
-
-
-def op_create(workspace, start=0):
-    workspaces[workspace] = start
-    return {"state": state(workspace)}
-
-
-def op_call(workspace, name, arguments):
-    if workspace not in workspaces:
-        raise KeyError(workspace)
-    if name == "add":
-        workspaces[workspace] += arguments.get("by", 1)
-        return {"result": str(workspaces[workspace]), "refused": False, "state": state(workspace)}
-    if name == "hang":
-        time.sleep(3600)
-    if name == "crash":
-        print("the fake backend dies", file=sys.stderr, flush=True)
-        os._exit(3)
-    workspaces[workspace] += 100  # as an upstream backend may: a failing call that changed something first
-    return {"result": "Error: no such function " + name, "refused": True, "state": state(workspace)}
-
-
-def op_delete(workspace):
-    return workspaces.pop(workspace, None) is not None
-
-
-def op_env():
-    return sorted(os.environ)
-
-
-def op_spawn():
-    return subprocess.Popen(["sleep", "600"]).pid
-
-
-def op_chatty():
-    print("upstream noise on stdout")
-    return "answered"
-
-
-def op_tasks(count):
-    return [{"id": "counter_%d" % i, "start": i} for i in range(count)]
-
-
-OPS = {name[3:]: fn for name, fn in dict(globals()).items() if name.startswith("op_")}
-
-protocol, sys.stdout = sys.stdout, sys.stderr
-for line in sys.stdin:
-    request = json.loads(line)
-    request_id, op = request.pop("id"), request.pop("op")
-    try:
-        reply = {"id": request_id, "ok": True, "result": OPS[op](**request)}
-    except Exception as exc:
-        reply = {"id": request_id, "ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
-    protocol.write(json.dumps(reply) + "\\n")
-    protocol.flush()
-'''
+#: The fake upstream worker: a script the worker runs with `python -I`, importing only the standard library.
+FAKE_WORKER_SCRIPT = Path(__file__).with_name("fake_upstream_worker.py")
 
 FAKE_TOOLS = [
     {
@@ -92,8 +29,9 @@ FAKE_TOOLS = [
 
 
 def write_fake_script(folder: Path) -> Path:
-    script = folder / "fake_upstream_worker.py"
-    script.write_text(FAKE_WORKER_SCRIPT, encoding="utf-8")
+    """A copy of the fake worker script in `folder` (a test may run several)."""
+    script = folder / FAKE_WORKER_SCRIPT.name
+    script.write_text(FAKE_WORKER_SCRIPT.read_text(encoding="utf-8"), encoding="utf-8")
     return script
 
 
@@ -101,16 +39,19 @@ def fake_environment(name: str = "fakebench") -> EnvironmentSpec:
     return EnvironmentSpec(name=name, label="fakebench 1.0", installs=())
 
 
-def fake_server_class(script: Path, python: Path = Path(sys.executable)) -> type[UpstreamToolServer]:
-    """A counter server; the environment's interpreter is the test's own (through the python override)."""
+class FakeCounterServer(UpstreamToolServer):
+    """The counter as a tool server; its environment's interpreter is the test's own, through the override
+    variable `python_override` sets."""
 
-    class FakeCounterServer(UpstreamToolServer):
-        name: ClassVar[str] = "fakebench"
-        environment: ClassVar[EnvironmentSpec] = fake_environment()
-        worker_script: ClassVar[Path] = script
-        call_timeout_seconds: ClassVar[float] = 5.0
+    name: ClassVar[str] = "fakebench"
+    environment: ClassVar[EnvironmentSpec] = fake_environment()
+    worker_script: ClassVar[Path] = FAKE_WORKER_SCRIPT
+    call_timeout_seconds: ClassVar[float] = 5.0
 
-    return FakeCounterServer
+
+def python_override() -> tuple[str, str]:
+    """The variable and value that make `fakebench`'s environment this interpreter."""
+    return BENCHMARK_PYTHON_ENV_PREFIX + "FAKEBENCH", sys.executable
 
 
 class FakeAdapter:
@@ -126,7 +67,7 @@ class FakeAdapter:
     def __init__(self, script: Path, task_count: int = 5, splits: dict[str, list[str]] | None = None) -> None:
         self.environment = fake_environment()
         self.worker_script = script
-        self.tool_servers = {"fakebench": fake_server_class(script)}
+        self.tool_servers: dict[str, type[UpstreamToolServer]] = {"fakebench": FakeCounterServer}
         self.task_count = task_count
         self.splits = splits
         self.materialised = 0
