@@ -130,9 +130,21 @@ def create_app(db: Path | ViewerCatalog) -> FastAPI:
     def home(request: Request) -> HTMLResponse:
         snapshot = catalog.snapshot()
         if not snapshot.sweeps:
-            return page("index.html", sweeps=[], matrix=None, shown=None)
+            return page("index.html", sweeps=[], matrix=None, shown=None, has_benchmarks=False)
         shown = snapshot.sweep(param(request.query_params, "sweep"))
-        return page("index.html", sweeps=snapshot.sweeps, matrix=snapshot.matrix(shown), shown=shown)
+        return page(
+            "index.html",
+            sweeps=snapshot.sweeps,
+            matrix=snapshot.matrix(shown),
+            shown=shown,
+            has_benchmarks=snapshot.has_benchmark_rollouts(shown),
+        )
+
+    @app.get("/parity", response_class=HTMLResponse)
+    def parity(request: Request) -> HTMLResponse:
+        snapshot = catalog.snapshot()
+        shown = snapshot.sweep(param(request.query_params, "sweep"))
+        return page("parity.html", p=snapshot.parity(shown), sweeps=snapshot.sweeps)
 
     @app.get("/rollouts", response_class=HTMLResponse)
     def rollouts(request: Request) -> HTMLResponse:

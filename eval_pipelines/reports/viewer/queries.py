@@ -170,6 +170,34 @@ class Matrix:
 
 
 @dataclass(frozen=True)
+class ParityPage:
+    """One sweep's rows of the `parity` view (disagreements first) and, per benchmark, its counts."""
+
+    sweep_id: str
+    rows: list[dict[str, Any]]
+    #: benchmark -> {graded, agree, disagree, deterministic}
+    totals: dict[str, dict[str, int]]
+
+
+_PARITY_COUNTS = ("graded", "agree", "disagree", "deterministic")
+#: Disagreements on a deterministic component first, then the other disagreements, then agreement.
+_PARITY_SQL = """
+select *
+from parity
+where sweep_id = ?
+order by deterministic_disagreement desc, agree, benchmark, scenario_id, task_id, rollout_id
+"""
+_HAS_BENCHMARK_ROLLOUTS_SQL = """
+select exists (
+    select 1
+    from rollouts as r
+    join tasks as t on t.scenario_id = r.scenario_id and t.task_id = r.task_id
+    where r.sweep_id = ? and t.benchmark is not null
+)
+"""
+
+
+@dataclass(frozen=True)
 class Comparison:
     sweep_id: str
     task_id: str
@@ -378,6 +406,31 @@ class Snapshot:
             overall={row["model_name"]: row for row in overall},
             error_classes=error_classes,
         )
+
+    def has_benchmark_rollouts(self, sweep_id: str) -> bool:
+        """Whether the sweep ran a benchmark's tasks (the home page then links its parity page)."""
+        with self.cursor() as cur:
+            try:
+                row = cur.execute(_HAS_BENCHMARK_ROLLOUTS_SQL, [sweep_id]).fetchone()
+            except duckdb.BinderException:  # a catalog built before tasks had a benchmark column
+                return False
+        return bool(row and row[0])
+
+    def parity(self, sweep_id: str) -> ParityPage:
+        with self.cursor() as cur:
+            try:
+                rows = _dicts(cur.execute(_PARITY_SQL, [sweep_id]))
+            except duckdb.CatalogException:  # a catalog built before the parity view existed
+                rows = []
+        totals: dict[str, dict[str, int]] = {}
+        for row in rows:
+            counts = totals.setdefault(
+                row["benchmark"], dict.fromkeys(("graded", "agree", "disagree", "deterministic"), 0)
+            )
+            counts["graded"] += 1
+            counts["agree" if row["agree"] else "disagree"] += 1
+            counts["deterministic"] += int(bool(row["deterministic_disagreement"]))
+        return ParityPage(sweep_id=sweep_id, rows=rows, totals=dict(sorted(totals.items())))
 
     def facets(self, sweep_id: str) -> Facets:
         if sweep_id not in self._facets:
