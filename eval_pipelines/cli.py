@@ -85,6 +85,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"sweep [bold]{sweep.name}[/] id [bold]{run.sweep_id}[/]: {len(sweep.models)} models x {len(scenarios)} "
         f"scenarios x rollout_count {sweep.rollout_count} = {total} rollouts"
     )
+    if args.backend != "http":  # a served service's tool host may be elsewhere: its own log says
+        from eval_pipelines.pipeline.command_sandbox import sandbox_for, sandbox_warning
+
+        warning = sandbox_warning(sandbox_for(scenarios))
+        if warning is not None:
+            console.print(f"[yellow]{warning}[/]", markup=True, highlight=False)
     stop = SweepStop()
     held = contextlib.ExitStack()
     try:

@@ -8,7 +8,6 @@ import logging
 import os
 import shutil
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from eval_pipelines.toolservers.files import (
     command_sandbox,
 )
 from eval_pipelines.toolservers.host import ToolServerHost, ToolServerProcess
+from tests.security.support_sandbox import refusing_wrapper
 from tests.toolservers._helpers import new_workspace, step
 
 pytestmark = pytest.mark.skipif(
@@ -156,17 +156,6 @@ def test_the_workspace_stays_writable_and_the_system_read_only(client: httpx.Cli
     assert "root:" not in seen  # the password hashes are hidden
 
 
-def _refusing_wrapper(directory: Path) -> Path:
-    """A command wrapper that fails as a kernel without namespaces does, and runs everything else unchanged."""
-    wrapper = directory / "no-namespaces"
-    wrapper.write_text(
-        '#!/bin/sh\ncase " $* " in *" --sandbox "*) echo "sandbox: unshare: Operation not permitted" >&2; exit 126;;'
-        '\nesac\nexec "$@"\n'
-    )
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    return wrapper
-
-
 def test_without_namespaces_the_host_says_so_and_falls_back(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -174,7 +163,7 @@ def test_without_namespaces_the_host_says_so_and_falls_back(
     capsys: pytest.CaptureFixture[str],
     canary_process: tuple[int, str],
 ) -> None:
-    monkeypatch.setenv(COMMAND_WRAPPER_ENV, str(_refusing_wrapper(tmp_path)))
+    monkeypatch.setenv(COMMAND_WRAPPER_ENV, str(refusing_wrapper(tmp_path)))
     with caplog.at_level(logging.WARNING), ToolServerHost(["files"]) as host, httpx.Client(timeout=60.0) as client:
         health = client.get(f"{host.url}/health").json()
         seen = run(client, new_workspace(client, host.base_url("files")), f"cat /proc/{canary_process[0]}/cmdline")
@@ -193,7 +182,7 @@ def test_a_tool_host_process_warns_in_the_sweeps_output(
 ) -> None:
     # The host a sweep starts is a child process with an allow-listed environment: the wrapper must reach it,
     # and its warning must reach the sweep's stderr.
-    monkeypatch.setenv(COMMAND_WRAPPER_ENV, str(_refusing_wrapper(tmp_path)))
+    monkeypatch.setenv(COMMAND_WRAPPER_ENV, str(refusing_wrapper(tmp_path)))
     with ToolServerProcess(["files"]) as host:
         health = httpx.get(f"{host.url}/health").json()
     assert health["command_sandbox"] == SANDBOX_LANDLOCK_ONLY

@@ -15,6 +15,7 @@ from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
 from eval_pipelines.defs.table_metadata import table_definition, table_rows
 from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles
 from eval_pipelines.inputs.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
+from eval_pipelines.pipeline.command_sandbox import sandbox_for, sandbox_warning
 from eval_pipelines.pipeline.health import partition_error_share
 from eval_pipelines.pipeline.steps import (
     RunNotLaunched,
@@ -150,8 +151,13 @@ def eval_run(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
         run_id = backend.launch_or_resume(request)
     run = backend.find_run(ctx.run_name)
     context.log.info(f"run {run_id} ({ctx.run_name}) on the {backend.name} backend")
+    # The embedded service's tool host runs here, so this process's probe is the host's answer.
+    sandbox = sandbox_for([work.scenario]) if backend.name == "embedded" else None
+    if (warning := sandbox_warning(sandbox)) is not None:
+        context.log.warning(warning)
     return dg.MaterializeResult(
         metadata={
+            **({"command_sandbox": sandbox.mode} if sandbox is not None else {}),
             "in_sweep": True,
             "run_id": run_id,
             "run_name": ctx.run_name,
