@@ -29,6 +29,7 @@ from eval_pipelines.inputs.sweeps import (
     load_sweep,
     model_config_for,
     run_name,
+    selected_task_ids,
     sweep_scenarios,
 )
 from eval_pipelines.lib.confine import make_undumpable
@@ -77,10 +78,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         base_url=args.base_url,
         skip_assessment=args.skip_assessment,
     )
-    total = sum(
-        len([t for t in s.tasks() if not sweep.task_ids or t in sweep.task_ids]) * sweep.rollout_count
-        for _, s in run.pairs
-    )
+    total = sum(len(selected_task_ids(sweep, s, str(config_path))) * sweep.rollout_count for _, s in run.pairs)
     console.print(
         f"sweep [bold]{sweep.name}[/] id [bold]{run.sweep_id}[/]: {len(sweep.models)} models x {len(scenarios)} "
         f"scenarios x rollout_count {sweep.rollout_count} = {total} rollouts"
@@ -105,8 +103,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def checked_scenarios(sweep: SweepConfig, catalog: ScenarioCatalog, config_path: Path) -> list[ScenarioFiles]:
     """The sweep's scenarios, once everything a run would fail on is known to be right (exit 2 otherwise)."""
+    from eval_pipelines.benchmarks.catalog import ensure_materialised
+
     load_all_sweeps(config_path.parent)  # the assets read every config beside this one: fail here, by name
-    scenarios = sweep_scenarios(sweep, catalog, source=str(config_path))
+    # The benchmarks the sweep names are made (once per pinned version) before its scenarios are resolved.
+    scenarios = sweep_scenarios(sweep, catalog, source=str(config_path), prepare=ensure_materialised)
+    for scenario in scenarios:
+        selected_task_ids(sweep, scenario, str(config_path))  # an entry's unknown task or split fails here
     known_tasks = {task_id for s in scenarios for task_id in s.tasks()}
     for index, task_id in enumerate(sweep.task_ids or []):
         if task_id not in known_tasks:
@@ -296,7 +299,7 @@ def preflight(sweep: SweepConfig, scenarios: Sequence[ScenarioFiles], config_pat
     from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, WorkerStartError
 
     for scenario in scenarios:
-        tasks = len([t for t in scenario.tasks() if not sweep.task_ids or t in sweep.task_ids])
+        tasks = len(selected_task_ids(sweep, scenario, str(config_path)))
         if tasks * sweep.rollout_count > DEFAULT_MAX_ROLLOUTS_PER_RUN:
             raise UserError(
                 f"{config_path}: rollout_count: {sweep.rollout_count} x {tasks} tasks of {scenario.scenario_id} "
@@ -729,6 +732,32 @@ def cmd_parity(args: argparse.Namespace) -> int:
     return EXIT_PARITY_DISAGREEMENT if report.deterministic_disagreements else 0
 
 
+def cmd_benchmarks(args: argparse.Namespace) -> int:
+    """`benchmarks install [NAME...]`: make the upstream venvs ahead of a sweep; `benchmarks list`: what exists."""
+    from eval_pipelines.benchmarks import catalog
+    from eval_pipelines.benchmarks.environments import ensure, is_installed, venv_dir
+
+    adapters = catalog.adapters()
+    if args.action == "list":
+        for name, adapter in sorted(adapters.items()):
+            made = [f for f in adapter.families if catalog.is_materialised(f)]
+            state = "installed" if is_installed(adapter.environment) else "not installed"
+            print(f"{name} {adapter.version}: {adapter.environment.label}, {state} ({venv_dir(adapter.environment)})")
+            for family in adapter.families:
+                print(f"  {family}" + (" (materialised)" if family in made else ""))
+            for family, reason in sorted(adapter.refused.items()):
+                print(f"  {family}: {reason}")
+        return 0
+    names = args.names or sorted(adapters)
+    for name in names:
+        found = adapters.get(name) or catalog.adapter_of(name)
+        if found is None:
+            raise UserError(f"benchmarks install: unknown benchmark {name!r}; known: {sorted(adapters)}")
+        python = ensure(found.environment)
+        print(f"{found.name}: {found.environment.label} ready ({python})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eval-pipelines", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -851,6 +880,12 @@ def build_parser() -> argparse.ArgumentParser:
     parity.set_defaults(func=cmd_parity)
     sandbox = sub.add_parser("sandbox", help="say how run_command isolates a model's commands on this host")
     sandbox.set_defaults(func=cmd_sandbox)
+    benchmarks = sub.add_parser("benchmarks", help="the upstream benchmarks' environments (bfcl, tau2)")
+    benchmarks_sub = benchmarks.add_subparsers(dest="action", required=True)
+    install = benchmarks_sub.add_parser("install", help="make the benchmarks' cached venvs now (default: all)")
+    install.add_argument("names", nargs="*", help="benchmark names (bfcl, tau2) or scenario ids")
+    benchmarks_sub.add_parser("list", help="the benchmarks, their pinned versions, venvs and materialised scenarios")
+    benchmarks.set_defaults(func=cmd_benchmarks)
     return parser
 
 

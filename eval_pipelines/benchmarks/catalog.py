@@ -108,11 +108,6 @@ def server_classes() -> dict[str, type[UpstreamToolServer]]:
     return {name: cls for adapter in adapters().values() for name, cls in adapter.tool_servers.items()}
 
 
-def scenario_version(family: str) -> str:
-    adapter = _checked_adapter(family)
-    return f"{family}:{adapter.version}"
-
-
 def _checked_adapter(family: str) -> BenchmarkAdapter:
     adapter = adapter_of(family)
     if adapter is None:
@@ -145,6 +140,9 @@ def materialise(family: str, data_dir: Path | None = None) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{family}-", dir=target.parent))
     try:
         asyncio.run(_materialise(adapter, python, family, staging))
+        made = json.loads((staging / "template.json").read_text(encoding="utf-8")).get("scenario_id")
+        if made != f"{family}:{adapter.version}":
+            raise RuntimeError(f"adapter {adapter.name!r} wrote scenario_id {made!r} for {family}:{adapter.version}")
         marker = {"benchmark": adapter.name, "family": family, "version": adapter.version}
         (staging / MATERIALISED_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
         if target.exists():

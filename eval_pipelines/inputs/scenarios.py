@@ -30,7 +30,12 @@ from urllib.parse import unquote
 from pydantic import ValidationError
 
 from eval_pipelines.inputs.hosted import seed_calendar_events, seed_emails
-from eval_pipelines.inputs.paths import builtin_scenarios_dir, reads_builtin_scenarios, scenarios_dir
+from eval_pipelines.inputs.paths import (
+    benchmarks_data_dir,
+    builtin_scenarios_dir,
+    reads_builtin_scenarios,
+    scenarios_dir,
+)
 from eval_pipelines.lib.json_values import text_nests_deeper_than
 from eval_pipelines.schemas.limits import MAX_JSON_DEPTH
 from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, SeedDataFile, Task, Template
@@ -130,12 +135,18 @@ def safe_relative_path(filename: str) -> PurePosixPath:
     return path
 
 
+#: A materialised benchmark's upstream splits (split -> task ids), written by its adapter when upstream has any.
+SPLITS_FILE = "splits.json"
+
+
 @dataclass
 class ScenarioFiles:
     """One scenario folder, loaded lazily and cached."""
 
     root: Path
     template: Template
+    #: materialised from an upstream benchmark (`<data>/benchmarks/`): run only when a sweep names it.
+    benchmark: bool = False
     _tasks: dict[str, Task] | None = field(default=None, repr=False)
     _parsed_seeds: set[Path] = field(default_factory=set, repr=False)
     _seed_payloads: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -163,6 +174,16 @@ class ScenarioFiles:
             except ValidationError as exc:
                 raise ScenarioError(_format_validation_error(path, exc, prefix=f"[{index}].")) from exc
         return profiles
+
+    def splits(self) -> dict[str, list[str]] | None:
+        """The upstream splits of a materialised benchmark (`splits.json`: split -> task ids), or None."""
+        path = self.root / SPLITS_FILE
+        if not path.is_file():
+            return None
+        raw = read_json_file(path, self.root)
+        if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
+            raise ScenarioError(f"{path}: expected a JSON object of split name -> list of task ids")
+        return {str(name): [str(t) for t in ids] for name, ids in raw.items()}
 
     def tasks(self) -> dict[str, Task]:
         if self._tasks is None:
@@ -330,11 +351,13 @@ class ScenarioCatalog:
     """All scenarios under one directory (for the project's own folder, beside the built-in scenarios), by
     scenario id. Re-scans on `refresh()` (new generated scenarios)."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, benchmarks_root: Path | None = None) -> None:
         self.root = root or default_scenarios_dir()
         #: Folders read, in order; a later folder's scenario replaces an earlier one's of the same id (a project
         #: may copy a built-in scenario and change it). The project's own folder comes after the built-in one.
         self.roots = [builtin_scenarios_dir(), self.root] if reads_builtin_scenarios(self.root) else [self.root]
+        #: The materialised benchmarks (`<data>/benchmarks/`), read last; `*` in a sweep leaves them out.
+        self.benchmarks_root = benchmarks_root or benchmarks_data_dir()
         self._by_id: dict[str, ScenarioFiles] = {}
         self.refresh()
 
@@ -342,14 +365,17 @@ class ScenarioCatalog:
         by_id: dict[str, ScenarioFiles] = {}
         for root in self.roots:
             by_id.update(self._scan(root))
+        by_id.update(self._scan(self.benchmarks_root, benchmark=True))
         self._by_id = by_id
 
     @staticmethod
-    def _scan(root: Path) -> dict[str, ScenarioFiles]:
+    def _scan(root: Path, benchmark: bool = False) -> dict[str, ScenarioFiles]:
         by_id: dict[str, ScenarioFiles] = {}
         if not root.is_dir():
             return by_id
         for template_path in sorted(root.glob("*/template.json")):
+            if template_path.parent.name.startswith("."):  # a benchmark being materialised, not yet in place
+                continue
             raw = read_json_file(template_path, template_path.parent)
             try:
                 template = Template.model_validate(raw)
@@ -360,7 +386,9 @@ class ScenarioCatalog:
                     f"{template_path}: scenario_id: {template.scenario_id!r} is used by "
                     f"{by_id[template.scenario_id].root}"
                 )
-            by_id[template.scenario_id] = ScenarioFiles(root=template_path.parent, template=template)
+            by_id[template.scenario_id] = ScenarioFiles(
+                root=template_path.parent, template=template, benchmark=benchmark
+            )
         return by_id
 
     def ids(self) -> list[str]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -118,15 +120,27 @@ def run_name(sweep_id: str, scenario_id: str, model_name: str) -> str:
 
 
 def includes_scenario(sweep: SweepConfig, scenario_key: str) -> bool:
-    return ALL_SCENARIOS in sweep.scenarios or any(partition_key(s) == scenario_key for s in sweep.scenarios)
+    ids = sweep.scenario_ids
+    return ALL_SCENARIOS in ids or any(partition_key(s) == scenario_key for s in ids)
 
 
-def sweep_scenarios(sweep: SweepConfig, catalog: ScenarioCatalog, source: str = "sweep config") -> list[ScenarioFiles]:
-    """The scenarios a sweep runs, in its order: the listed ids, with `*` expanding to the whole catalog."""
+def sweep_scenarios(
+    sweep: SweepConfig,
+    catalog: ScenarioCatalog,
+    source: str = "sweep config",
+    prepare: Callable[[list[str]], object] | None = None,
+) -> list[ScenarioFiles]:
+    """The scenarios a sweep runs, in its order: the listed ids, with `*` expanding to the whole catalog but the
+    materialised benchmarks (they run only when named). `prepare` gets the named ids first (the CLI and Dagster
+    pass `benchmarks.catalog.ensure_materialised`, which makes the benchmark scenarios among them)."""
+    named = [s for s in sweep.scenario_ids if s != ALL_SCENARIOS]
+    if prepare is not None and named:
+        prepare(named)
+        catalog.refresh()
     chosen: dict[str, ScenarioFiles] = {}
-    for index, scenario_id in enumerate(sweep.scenarios):
+    for index, scenario_id in enumerate(sweep.scenario_ids):
         if scenario_id == ALL_SCENARIOS:
-            chosen.update((s.scenario_id, s) for s in catalog.all())
+            chosen.update((s.scenario_id, s) for s in catalog.all() if not s.benchmark)
             continue
         try:
             files = catalog.get(scenario_id)
@@ -136,6 +150,39 @@ def sweep_scenarios(sweep: SweepConfig, catalog: ScenarioCatalog, source: str = 
             ) from None
         chosen[files.scenario_id] = files
     return list(chosen.values())
+
+
+def selected_task_ids(sweep: SweepConfig, scenario: ScenarioFiles, source: str = "sweep config") -> list[str]:
+    """The tasks of `scenario` a sweep runs: its entry's `tasks`, else its `split`'s, else the sweep's `task_ids`
+    (those in this scenario), else all of them; then at most the entry's `limit`. ConfigError names the field."""
+    tasks = scenario.tasks()
+    family = scenario.scenario_id.partition(":")[0]
+    entry = sweep.scenario_entry(scenario.scenario_id, (family, scenario.key))
+    where = f"{source}: scenarios[{entry.id}]" if entry is not None else source
+    if entry is not None and entry.tasks is not None:
+        unknown = [t for t in entry.tasks if t not in tasks]
+        if unknown:
+            raise ConfigError(f"{where}.tasks: unknown task(s) {unknown[:5]} in {scenario.scenario_id}")
+        chosen = list(dict.fromkeys(entry.tasks))
+    elif entry is not None and entry.split is not None:
+        splits = scenario.splits()
+        if splits is None:
+            raise ConfigError(f"{where}.split: {scenario.scenario_id} has no upstream splits")
+        if entry.split not in splits:
+            raise ConfigError(f"{where}.split: unknown split {entry.split!r}; known: {sorted(splits)}")
+        chosen = sorted((t for t in splits[entry.split] if t in tasks), key=natural_order)
+    elif entry is not None and entry.limit is not None:
+        chosen = sorted(tasks, key=natural_order)
+    else:
+        return [t for t in (sweep.task_ids or list(tasks)) if t in tasks]
+    if entry.limit is not None:
+        chosen = chosen[: entry.limit]
+    return chosen
+
+
+def natural_order(name: str) -> list[tuple[int, int | str]]:
+    """`task_2` before `task_10`: upstream numbering, so a `limit` takes the first tasks as upstream counts them."""
+    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part]
 
 
 def find_sweep_for(sweeps: dict[str, SweepConfig], model_key: str, scenario_key: str) -> SweepConfig:

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from eval_pipelines.clients.backend import EvaluationBackend, ProgressCallback
 from eval_pipelines.inputs.scenarios import ScenarioFiles
-from eval_pipelines.inputs.sweeps import ConfigError, model_config_for, run_name
+from eval_pipelines.inputs.sweeps import ConfigError, model_config_for, run_name, selected_task_ids
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.pipeline.restored_servers import RestoredServers
 from eval_pipelines.schemas.artifacts import STORED_ARTIFACTS_SUFFIX, RunArtifacts, UnreadableArtifacts
@@ -53,11 +53,10 @@ def launch_request(
     budget_usd: float | None = None,
 ) -> RunLaunchRequest:
     """The run of one scenario x model. `budget_usd` is what the sweep's cost ceiling leaves for this run."""
-    task_ids = sweep.task_ids or list(scenario.tasks())
     source = f"sweep {sweep.name!r}"
     body: dict[str, Any] = {
         "scenario_id": scenario.scenario_id,
-        "task_ids": [t for t in task_ids if t in scenario.tasks()],
+        "task_ids": selected_task_ids(sweep, scenario, source),
         "model_config": model_config_for(model, source=source),
         "rollout_count": sweep.rollout_count,
         "max_parallel": sweep.max_parallel,

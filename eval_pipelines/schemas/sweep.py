@@ -129,10 +129,24 @@ class SweepModel(ModelCallLimits):
         return self
 
 
+class SweepScenario(StrictModel):
+    """A scenario entry with a choice of its tasks (`{id: tau2_airline, split: test, limit: 20}`); a plain string
+    entry is the whole scenario."""
+
+    id: str = Field(min_length=1)
+    tasks: list[str] | None = Field(default=None, min_length=1, description="these tasks only, in this order")
+    split: str | None = Field(default=None, min_length=1, description="the tasks of this upstream split")
+    limit: int | None = Field(default=None, ge=1, description="at most this many of the chosen tasks, first first")
+
+
 class SweepConfig(StrictModel):
     name: str = Field(min_length=1)
     description: str = ""
-    scenarios: list[str] = Field(min_length=1)
+    scenarios: list[str | SweepScenario] = Field(
+        min_length=1,
+        description="scenario ids, `*` for every scenario but the benchmarks (which must be named), or entries "
+        "choosing tasks: `{id, tasks, split, limit}`",
+    )
     models: list[SweepModel] = Field(min_length=1)
     rollout_count: int = Field(default=3, ge=1)
     max_parallel: int = Field(default=8, ge=1)
@@ -209,3 +223,13 @@ class SweepConfig(StrictModel):
             if model.user_model is not None and model.user_model not in names:
                 raise ValueError(f"models[{index}].user_model: no model named {model.user_model!r} in this sweep")
         return models
+
+    @property
+    def scenario_ids(self) -> list[str]:
+        """The scenario ids the sweep names, in order (`*` included as itself)."""
+        return [entry if isinstance(entry, str) else entry.id for entry in self.scenarios]
+
+    def scenario_entry(self, scenario_id: str, aliases: tuple[str, ...] = ()) -> SweepScenario | None:
+        """The entry choosing tasks of `scenario_id` (or one of its `aliases`: family id, partition key), if any."""
+        names = {scenario_id, *aliases}
+        return next((e for e in self.scenarios if isinstance(e, SweepScenario) and e.id in names), None)

@@ -64,7 +64,9 @@ class FakeAdapter:
     default_max_steps_per_turn = None
     metric = "fake_accuracy"
 
-    def __init__(self, script: Path, task_count: int = 5, splits: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self, script: Path = FAKE_WORKER_SCRIPT, task_count: int = 12, splits: dict[str, list[str]] | None = None
+    ) -> None:
         self.environment = fake_environment()
         self.worker_script = script
         self.tool_servers: dict[str, type[UpstreamToolServer]] = {"fakebench": FakeCounterServer}
@@ -76,9 +78,14 @@ class FakeAdapter:
         self.materialised += 1
         tasks: list[dict[str, Any]] = await worker.request("tasks", count=self.task_count)
         (out_dir / "tasks").mkdir()
+        (out_dir / "seed_data").mkdir()
         (out_dir / "verifiers").mkdir()
         (out_dir / "verifiers" / "__init__.py").write_text("")
-        template = {"scenario_id": family, "name": "Fake counter", "version": f"{family}:{self.version}"}
+        template = {
+            "scenario_id": f"{family}:{self.version}",
+            "name": "Fake counter",
+            "tool_servers": [{"name": "fakebench"}],
+        }
         (out_dir / "template.json").write_text(json.dumps(template))
         for task in tasks:
             body = {
@@ -86,8 +93,11 @@ class FakeAdapter:
                 "name": task["id"],
                 "description": f"count from {task['start']}",
                 "tool_servers": [{"name": "fakebench"}],
+                "seed_data": {"fakebench": [f"{task['id']}.json"]},
                 "benchmark": self.name,
             }
             (out_dir / "tasks" / f"{task['id']}.json").write_text(json.dumps(body))
+            seed = {"start": task["start"], "tools": FAKE_TOOLS}
+            (out_dir / "seed_data" / f"{task['id']}.json").write_text(json.dumps(seed))
         if self.splits is not None:
             (out_dir / "splits.json").write_text(json.dumps(self.splits))

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 
 import dagster as dg
 
+from eval_pipelines.benchmarks.catalog import ensure_materialised
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, SWEEP_TAG, verification
 from eval_pipelines.defs.evals.cli_runs import fail_abandoned_cli_runs
 from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
@@ -75,7 +76,9 @@ reverify_job = dg.define_asset_job(
 
 
 def sweep_partition_keys(sweep: SweepConfig, catalog: ScenarioCatalog | None = None) -> list[dg.MultiPartitionKey]:
-    scenarios = sweep_scenarios(sweep, catalog or ScenarioCatalog(), source=f"sweep {sweep.name!r}")
+    scenarios = sweep_scenarios(
+        sweep, catalog or ScenarioCatalog(), source=f"sweep {sweep.name!r}", prepare=ensure_materialised
+    )
     return [partition_of(m.name, s.scenario_id) for s in scenarios for m in sweep.models]
 
 
