@@ -598,6 +598,10 @@ def _error_behind_failure(
     npc_failures = [r for r in artifacts.tool_results if r.error_source == ErrorClass.NPC_MODEL.value]
     if npc_failures:
         return ErrorClass.NPC_MODEL, f"the NPC model failed {len(npc_failures)} time(s) during the rollout"
+    # A benchmark's upstream worker that crashed or hung during a call: infrastructure, never the agent's.
+    server_failures = [r for r in artifacts.tool_results if r.error_source == ErrorClass.TOOL_SERVER.value]
+    if server_failures:
+        return ErrorClass.TOOL_SERVER, f"the tool server failed {len(server_failures)} time(s) during the rollout"
     state = artifacts.metadata.get(META_STATE) or {}
     if NPC_SERVER in state:
         withheld = withheld_secrets(state[NPC_SERVER])

@@ -10,7 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
+from eval_pipelines.engine.rollout import _error_behind_failure
+from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.runs import ErrorClass
+from eval_pipelines.schemas.tools import ToolCallResult
 from eval_pipelines.toolservers.host import ToolServerHost, ToolServerProcess
 from tests.benchmarks.upstream_fake import FAKE_TOOLS, FakeCounterServer, python_override
 
@@ -93,3 +96,12 @@ def test_the_host_process_serves_benchmark_servers_beside_the_built_in_ones(monk
             assert _step(client, path, "add", {"by": 5})["observation"] == "15"
             assert client.delete(path).status_code == 200
         assert httpx.get(f"{process.url}/health").json()["servers"] == ["email", "fakebench"]
+
+
+def test_a_rollout_that_fails_after_a_tool_server_failure_is_a_tool_server_error() -> None:
+    artifacts = RunArtifacts(task_id="t", task="t")
+    artifacts.tool_results.append(ToolCallResult(observation="5", is_error=False))
+    assert _error_behind_failure(artifacts, []) == (None, None)  # a plain failure is the agent's own
+    artifacts.tool_results.append(ToolCallResult(observation="crashed", is_error=True, error_source="tool_server"))
+    error_class, cause = _error_behind_failure(artifacts, [])
+    assert error_class == ErrorClass.TOOL_SERVER and cause is not None and "tool server failed 1 time" in cause
