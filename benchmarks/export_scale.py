@@ -188,6 +188,7 @@ def _write_tasks(warehouse: Warehouse, tasks: int) -> None:
                 "num_reference_actions": pa.array([CALLS] * tasks, pa.int32()),
                 "verifiers": [list(VERIFIERS)] * tasks,
                 "description": [f"Synthetic benchmark task {t}: find the thread and reply." for t in task_ids],
+                "benchmark": pa.array([None] * len(task_ids), pa.string()),
             },
             schema=TASKS.schema,
         ),

@@ -91,6 +91,7 @@ def generate(root: Path, shape: Shape, seed: int = 20260101) -> None:
                     "num_reference_actions": pa.array([2] * len(task_ids), pa.int32()),
                     "verifiers": [list(VERIFIERS)] * len(task_ids),
                     "description": ["synthetic benchmark task"] * len(task_ids),
+                    "benchmark": pa.array([None] * len(task_ids), pa.string()),
                 },
                 schema=TASKS.schema,
             ),
