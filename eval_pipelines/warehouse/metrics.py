@@ -282,7 +282,11 @@ from classified
         ("n_verifiers", "Verifiers with a latest verdict on this rollout."),
         ("passed_verifiers", "How many of them passed."),
         ("outcome", "`passed`, `failed` (the agent's fault) or `error`; NULL while running or not verified."),
-        ("error_class", "For an error: model_endpoint, tool_server, npc_model, verifier, cancelled, budget, internal."),
+        (
+            "error_class",
+            "For an error: model_endpoint, tool_server, npc_model, user_simulator, verifier, cancelled, budget, "
+            "internal.",
+        ),
         ("reward", "1.0 passed, 0.0 failed; NULL for an error or an unscored rollout."),
         ("partial_credit", "passed_verifiers / n_verifiers (0.0 for an agent that did not finish; NULL as reward)."),
         ("total_tokens", "Prompt plus completion tokens (from `rollouts`)."),
