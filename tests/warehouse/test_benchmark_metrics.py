@@ -4,6 +4,7 @@ benchmark's own environment as a subprocess."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -12,19 +13,27 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipelines.benchmarks import environments
 from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
 from tests.support.benchmark_warehouse import SyntheticRollout, write_sweep
 
 SWEEP = "sweep-bench"
-#: The benchmark environments: the project's cached ones once `benchmarks/environments.py` makes them; the
-#: read-only venvs of this machine meanwhile. Override with EVAL_PIPELINES_BENCHMARK_PYTHON_<NAME>.
-_DEFAULT_PYTHON = {"tau2": "/work/scratch/tau2/bin/python", "bfcl": "/work/scratch/bfcl/bin/python"}
+#: Where a benchmark's environment is looked for when the project has not made its own cached one yet (the
+#: read-only venvs of this machine). EVAL_PIPELINES_BENCHMARK_PYTHON_<NAME> overrides both.
+_FALLBACK_PYTHON = {"tau2": "/work/scratch/tau2/bin/python", "bfcl": "/work/scratch/bfcl/bin/python"}
 
 
 def upstream_python(name: str) -> str:
-    python = os.environ.get(f"EVAL_PIPELINES_BENCHMARK_PYTHON_{name.upper()}", _DEFAULT_PYTHON[name])
+    """The benchmark's own interpreter: the project's cached environment when it is made, else the fallback."""
+    try:
+        spec = importlib.import_module(f"eval_pipelines.benchmarks.{name}.adapter").ENVIRONMENT
+    except (ImportError, AttributeError):
+        spec = None
+    if spec is not None and environments.is_installed(spec):
+        return str(environments.ensure(spec))
+    python = _FALLBACK_PYTHON[name]
     if not Path(python).is_file():
-        pytest.skip(f"no {name} environment at {python}")
+        pytest.skip(f"no {name} environment: run `eval-pipelines benchmarks install {name}`")
     return python
 
 
