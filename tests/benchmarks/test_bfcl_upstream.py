@@ -150,8 +150,3 @@ def test_state_dump_equality_matches_upstream_state_checker(bfcl: Any, categorie
             _, metadata = _replay(bfcl, entry, gold_turns)
             for index, turn in enumerate(entry["gold"]):
                 assert metadata["turn_states"][index][adapter.SERVER] == turn["state"], (entry["id"], index)
-
-
-def test_accuracy_is_valid_over_graded() -> None:
-    assert parity.accuracy([True, False, True, True]) == 0.75
-    assert parity.accuracy([]) == 0.0

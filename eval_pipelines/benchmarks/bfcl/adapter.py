@@ -63,6 +63,12 @@ class BfclToolServer(UpstreamToolServer):
     environment = ENVIRONMENT
     worker_script = WORKER_SCRIPT
 
+    def mutates(self, tool_name: str) -> bool:
+        # Upstream's model reads each call's result string and nothing else: a per-call diff would be appended
+        # to it (`[STATE DIFF]`), and the state copied before every call. The state still follows every call
+        # (the worker's dump), and turn states and the final diff are taken from it.
+        return False
+
 
 def scenario_id(family: str) -> str:
     return f"{family}:{UPSTREAM_VERSION}"

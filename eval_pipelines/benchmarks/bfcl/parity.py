@@ -28,24 +28,18 @@ GRADE_TIMEOUT_SECONDS = 120.0
 
 def upstream_model_result(messages: list[dict[str, Any]]) -> list[list[Any]]:
     """Per user turn, per model reply: its calls as `{name: arguments_json}` dicts, or its text."""
-    answers = {m["tool_call_id"]: m for m in messages if m.get("role") == "tool" and "tool_call_id" in m}
-    turns: list[list[Any]] = []
-    for message in messages:
-        role = message.get("role")
-        if role == "user":
-            turns.append([])
-        elif role == "assistant" and turns:
-            calls = message.get("tool_calls") or []
-            if not calls:
-                turns[-1].append(message.get("content") or "")
-                continue
-            step = []
-            for call in calls:
-                function = call.get("function") or {}
-                decodable = not verifier_template.undecodable(answers.get(call.get("id")))
-                step.append({function.get("name"): function.get("arguments") if decodable else _UNDECODABLE_ARGUMENTS})
-            turns[-1].append(step)
-    return turns
+    return [
+        [
+            [
+                {call["name"]: call["arguments"] if step["decodable"] else _UNDECODABLE_ARGUMENTS}
+                for call in step["calls"]
+            ]
+            if step["calls"]
+            else step["text"]
+            for step in steps
+        ]
+        for steps in verifier_template.model_turns(messages)
+    ]
 
 
 def grade_request(task_id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -90,9 +84,3 @@ class BfclParity:
 
 
 PARITY_ADAPTER = BfclParity()
-
-
-def accuracy(valid: Sequence[bool]) -> float:
-    """BFCL's accuracy of one category: valid entries over graded entries (eval_runner_helper's
-    `save_eval_results`: correct_count / len(model_result)); 0.0 when nothing was graded."""
-    return sum(1 for value in valid if value) / len(valid) if valid else 0.0

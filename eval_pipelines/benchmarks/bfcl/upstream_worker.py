@@ -27,9 +27,14 @@ import inspect
 import itertools
 import json
 import keyword
+import os
 import re
 import sys
 from typing import Any
+
+# bfcl_eval makes its result, score and lock folders at import, beside the installed package unless told
+# otherwise: the worker's own working folder is the one place it may write.
+os.environ.setdefault("BFCL_PROJECT_ROOT", os.getcwd())
 
 from bfcl_eval.constants.category_mapping import VERSION_PREFIX
 from bfcl_eval.constants.default_prompts import (

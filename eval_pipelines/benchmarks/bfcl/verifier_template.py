@@ -50,20 +50,22 @@ def undecodable(tool_message: dict[str, Any] | None) -> bool:
 
 
 def model_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Per user turn, the model's steps: `{"calls": [{"name", "arguments"}], "results": [str], "decodable": bool}`.
-    The results of a step are its tool messages' texts, in call order."""
+    """Per user turn, the model's replies: `{"text", "calls": [{"name", "arguments"}], "results": [str],
+    "decodable": bool}`. A reply's calls are answered by the tool messages right after it (call ids are only
+    unique within a reply: some endpoints number them per reply)."""
     turns: list[list[dict[str, Any]]] = []
-    answers: dict[str, dict[str, Any]] = {}
-    for message in messages:
-        if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str):
-            answers[message["tool_call_id"]] = message
-    for message in messages:
+    for index, message in enumerate(messages):
         role = message.get("role")
         if role == "user":
             turns.append([])
-        elif role == "assistant" and message.get("tool_calls") and turns:
+        elif role == "assistant" and turns:
+            answers: dict[Any, dict[str, Any]] = {}
+            for following in messages[index + 1 :]:
+                if following.get("role") != "tool":
+                    break
+                answers.setdefault(following.get("tool_call_id"), following)
             calls, results, decodable = [], [], True
-            for call in message["tool_calls"]:
+            for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
                 answer = answers.get(call.get("id"))
                 decodable = decodable and not undecodable(answer)
@@ -71,7 +73,9 @@ def model_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
                 if answer is not None:
                     content = answer.get("content")
                     results.append(content if isinstance(content, str) else json.dumps(content))
-            turns[-1].append({"calls": calls, "results": results, "decodable": decodable})
+            text = message.get("content")
+            step = {"text": text if isinstance(text, str) else "", "calls": calls, "results": results}
+            turns[-1].append({**step, "decodable": decodable})
     return turns
 
 
@@ -99,7 +103,7 @@ def grade(gold_turns: list[dict[str, Any]], messages: list[dict[str, Any]], meta
         return False, (f"force-terminated: the rollout entered {len(turns)} of the task's {len(gold_turns)} turns")
     results_so_far: list[str] = []
     for index, (gold, steps) in enumerate(zip(gold_turns, turns, strict=True)):
-        decoded = [step for step in steps if step["decodable"]]
+        decoded = [step for step in steps if step["calls"] and step["decodable"]]
         for step in decoded:
             results_so_far.extend(step["results"])
         if not gold["calls"]:

@@ -1,0 +1,100 @@
+"""The sim-oracle on a few tasks of every BFCL multi-turn category, through the real engine and the `bfcl` tool
+server: every rollout passes our verifier, and upstream's own grader agrees on each."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eval_pipelines.benchmarks import catalog
+from eval_pipelines.benchmarks.bfcl import adapter, parity
+from eval_pipelines.benchmarks.environments import ensure
+from eval_pipelines.benchmarks.worker import UpstreamWorker
+from eval_pipelines.engine.rollout import RolloutSpec
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
+from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.runs import RolloutStatus
+from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from eval_pipelines.toolservers.host import ToolServerHost
+from eval_pipelines.verifiers.loader import load_verifier_package
+from tests.engine.test_engine import _execute
+
+#: Per category: the first entries, and in miss_func one whose held-out function comes back at turn 3.
+SUBSET = {
+    "bfcl_multi_turn_base": ["multi_turn_base_0", "multi_turn_base_1", "multi_turn_base_2"],
+    "bfcl_multi_turn_miss_func": ["multi_turn_miss_func_0", "multi_turn_miss_func_1"],
+    "bfcl_multi_turn_miss_param": ["multi_turn_miss_param_0", "multi_turn_miss_param_1"],
+    "bfcl_multi_turn_long_context": ["multi_turn_long_context_0", "multi_turn_long_context_1"],
+}
+#: Enough steps for every turn of a task to use its whole per-turn cap.
+MAX_STEPS = 400
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ScenarioFiles]:
+    data = tmp_path_factory.mktemp("data")
+    for family in SUBSET:
+        catalog.materialise(family, data)
+    found = ScenarioCatalog(data / "benchmarks")
+    return {family: found.get(adapter.scenario_id(family)) for family in SUBSET}
+
+
+@pytest.fixture(scope="module")
+def bfcl_host() -> Iterator[ToolServerHost]:
+    host = ToolServerHost([adapter.SERVER], extra={adapter.SERVER: adapter.BfclToolServer}).start()
+    yield host
+    host.stop()
+    server = host.servers[adapter.SERVER]
+    assert isinstance(server, adapter.BfclToolServer)
+    asyncio.run(server.aclose())
+
+
+def _spec(scenario: ScenarioFiles, task_id: str, model_url: str, host: ToolServerHost) -> RolloutSpec:
+    task = scenario.task(task_id)
+    return RolloutSpec(
+        rollout_id=f"ro_{task_id}",
+        run_id="run_bfcl_oracle",
+        scenario_id=scenario.scenario_id,
+        task=task,
+        model_config=ModelConfig(model="sim-oracle", api_key="k", base_url=f"{model_url}/v1", max_steps=MAX_STEPS),
+        tool_server_urls={adapter.SERVER: host.base_url(adapter.SERVER)},
+        seed={adapter.SERVER: scenario.seed_payload(task, adapter.SERVER)},
+        verifiers=load_verifier_package(scenario.verifiers_dir),
+        timeout_seconds=120,
+    )
+
+
+@pytest.mark.slow
+async def test_the_oracle_passes_every_task_and_upstream_agrees(
+    scenarios: dict[str, ScenarioFiles], bfcl_host: ToolServerHost, serve: Any
+) -> None:
+    # One sim per category: the categories share their entries' first messages (base_0, miss_func_0, ... all
+    # open with the same request) and the sim finds a task by its first message.
+    models = {}
+    for family, task_ids in SUBSET.items():
+        book = ReferenceBook()
+        for task_id in task_ids:
+            book.add_task(scenarios[family].task(task_id))
+        models[family] = serve(create_sim_app(book))
+    worker = UpstreamWorker(ensure(adapter.ENVIRONMENT), adapter.WORKER_SCRIPT, adapter.ENVIRONMENT.worker_env)
+    try:
+        for family, task_ids in SUBSET.items():
+            for task_id in task_ids:
+                outcome = await _execute(_spec(scenarios[family], task_id, models[family].url, bfcl_host))
+                assert outcome.status == RolloutStatus.COMPLETED, (task_id, outcome.artifacts.error)
+                assert outcome.result.success, (task_id, outcome.result.message)
+                request = parity.grade_request(task_id, outcome.artifacts.messages)
+                upstream = await worker.request("grade", **request)
+                assert upstream["valid"] is True, (task_id, upstream)
+    finally:
+        await worker.close()
+
+
+def test_subset_names_real_tasks(scenarios: dict[str, ScenarioFiles]) -> None:
+    for family, task_ids in SUBSET.items():
+        assert set(task_ids) <= set(scenarios[family].tasks()), family
+        assert Path(scenarios[family].verifiers_dir / adapter.GOLD_FILE).is_file()
