@@ -22,6 +22,7 @@ differ from the task's initial database (so a 7 MB database is never copied per 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -38,12 +39,9 @@ from loguru import logger
 logger.remove()
 logger.add(sys.stderr, level="ERROR")
 
-from tau2.agent.llm_agent import LLMAgent  # noqa: E402
+# Only what workspaces need is imported up front: a tool host waits for the first workspace, and the agent, user
+# and evaluator modules pull in litellm (seconds to import). `tasks` and `grade` import them when first asked.
 from tau2.data_model.message import ToolCall  # noqa: E402
-from tau2.data_model.simulation import SimulationRun  # noqa: E402
-from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation  # noqa: E402
-from tau2.registry import registry  # noqa: E402
-from tau2.user.user_simulator import UserSimulator  # noqa: E402
 from tau2.utils.utils import get_dict_hash  # noqa: E402
 
 SUPPORTED_DOMAINS = ("airline", "retail")
@@ -57,9 +55,11 @@ class _Domain:
         if name not in SUPPORTED_DOMAINS:
             raise ValueError(f"domain {name!r} is not supported (supported: {', '.join(SUPPORTED_DOMAINS)})")
         self.name = name
-        self.constructor = registry.get_env_constructor(name)
-        self.tasks = {task.id: task for task in registry.get_tasks_loader(name)(None)}
-        self.splits: dict[str, list[str]] = registry.get_task_splits_loader(name)()
+        # the functions tau2.registry registers for the domain
+        module = importlib.import_module(f"tau2.domains.{name}.environment")
+        self.constructor = module.get_environment
+        self.tasks = {task.id: task for task in module.get_tasks(None)}
+        self.splits: dict[str, list[str]] = module.get_tasks_split()
         self.base_db = self.constructor().tools.db
         self.db_json = self.base_db.model_dump_json()
 
@@ -139,6 +139,9 @@ def _gold_db_hash(domain: _Domain, task: Any) -> str | None:
 
 def op_tasks(domain: str, task_ids: list[str] | None = None) -> list[dict[str, Any]]:
     """Every task of the domain, or those of `task_ids` (replaying the gold costs ~0.2 s a task)."""
+    from tau2.agent.llm_agent import LLMAgent
+    from tau2.user.user_simulator import UserSimulator
+
     dom = _domain(domain)
     wanted = [dom.task(task_id) for task_id in task_ids] if task_ids is not None else list(dom.tasks.values())
     env = dom.constructor(db=dom.base_db)
@@ -195,6 +198,9 @@ def op_delete(workspace: str) -> bool:
 
 
 def op_grade(domain: str, task_id: str, simulation: dict[str, Any]) -> dict[str, Any]:
+    from tau2.data_model.simulation import SimulationRun
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+
     dom = _domain(domain)
     task = dom.task(task_id)
     run = SimulationRun.model_validate(simulation)
