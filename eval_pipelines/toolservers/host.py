@@ -104,7 +104,8 @@ def _checked_names(servers: Iterable[str], extra: ExtraServers | None = None) ->
     known = {**BUILTIN_SERVERS, **(extra or {})}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown tool server(s) {unknown}; available: {sorted(known)}")
+        kind = "tool server(s)" if extra else "built-in tool server(s)"
+        raise ValueError(f"unknown {kind} {unknown}; available: {sorted(known)}")
     if not names:
         raise ValueError("a tool server host needs at least one tool server")
     return names
