@@ -96,13 +96,15 @@ def _listed(request: dict[str, Any]) -> set[str]:
     return {tool["function"]["name"] for tool in request.get("tools") or []}
 
 
+@pytest.mark.parametrize("bare_tool_names", [False, True])
 async def test_the_oracle_passes_a_three_turn_task_and_each_turn_s_state_is_kept(
-    serve: Any, tool_host: Any, verifiers: Any
+    bare_tool_names: bool, serve: Any, tool_host: Any, verifiers: Any
 ) -> None:
+    task = TASK.model_copy(update={"bare_tool_names": bare_tool_names})
     book = ReferenceBook()
-    book.add_task(TASK)
+    book.add_task(task)
     model = serve(create_sim_app(book))
-    outcome = await _execute(_spec(model.url, tool_host.base_url("email"), verifiers, model="sim-oracle"))
+    outcome = await _execute(_spec(model.url, tool_host.base_url("email"), verifiers, model="sim-oracle", task=task))
     assert outcome.status == RolloutStatus.COMPLETED and outcome.result.success, outcome.result.message
     metadata = outcome.artifacts.metadata
     assert len(metadata[META_TURN_STATES]) == 3 and set(metadata[META_TURN_STATES][0]) == {"email"}
@@ -156,3 +158,16 @@ async def test_the_task_s_system_prompt_and_bare_tool_names_reach_the_model(
     )
     await _execute(policy)
     assert script.requests[-1]["messages"][0] == {"role": "system", "content": "Follow the airline policy."}
+
+
+async def test_the_noisy_model_deviates_within_each_turn_and_still_answers_every_turn(
+    serve: Any, tool_host: Any, verifiers: Any
+) -> None:
+    book = ReferenceBook()
+    book.add_task(TASK)
+    model = serve(create_sim_app(book, noise=1.0))
+    outcome = await _execute(_spec(model.url, tool_host.base_url("email"), verifiers, model="sim-noisy"))
+    assert outcome.status == RolloutStatus.COMPLETED and not outcome.result.success
+    assert len(outcome.artifacts.metadata[META_TURN_STATES]) == 3
+    sent = [c.parameters.get("to") for c in outcome.artifacts.tool_calls if c.tool_name == "send_email"]
+    assert sent.count(ALICE) + sent.count(BOB) < 2  # every reference step deviated

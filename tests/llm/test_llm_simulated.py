@@ -30,6 +30,7 @@ from eval_pipelines.sim.endpoint import (
     EARLY_STOP_REPLY,
     GENERIC_TEXT,
     NOOP_REPLY,
+    SIM_USER,
     SIMULATED_MODELS,
     UNKNOWN_TASK_REPLY,
     WRONG_ADDRESS,
@@ -285,7 +286,8 @@ async def test_both_path_forms_models_listing_and_errors_on_the_wire(sim_server:
 
         for path in ("/v1/models", "/models"):
             listing = (await http.get(path)).json()
-            assert [m["id"] for m in listing["data"]] == list(SIMULATED_MODELS)
+            # the agents, then the personas: sim-user plays multi-turn tasks' users
+            assert [m["id"] for m in listing["data"]] == [*SIMULATED_MODELS, SIM_USER]
 
         missing = await http.post("/v1/chat/completions", json={**body, "model": "x"})
         assert missing.status_code == 404
@@ -308,7 +310,7 @@ async def test_client_from_model_config_reaches_the_sim(sim_server: BackgroundSe
     async with ChatClient.from_model_config(cfg) as client:
         assert "sk-canary-cfg" not in repr(client)
         models = await client.list_models()
-        assert models == list(SIMULATED_MODELS)
+        assert models == [*SIMULATED_MODELS, SIM_USER]
         episode = await run_episode(client, cfg.model, EMAIL_TASK, tools=EMAIL_TOOLS)
     assert episode.calls == reference_calls(EMAIL_ACTIONS)
 
