@@ -433,6 +433,16 @@ class OurRun:
     execute_seconds: float
 
 
+def _sim_model_config(model: str, endpoint_url: str) -> dict[str, Any]:
+    return {
+        "model": model,
+        "provider": "custom",
+        "base_url": endpoint_url,
+        "api_key": "benchmark-key-not-secret",
+        "temperature": 0.0,
+    }
+
+
 class OurPipeline:
     """The embedded default (the local evaluation service on a loopback port, through its client) and the
     warehouse under one data directory: the path the `eval_run` and `rollouts` assets take
@@ -443,7 +453,7 @@ class OurPipeline:
     verifiers, artifacts JSON) -> poll until done -> write rollouts/messages/tool_calls Parquet from the artifacts.
     """
 
-    def __init__(self, scenarios_dir: Path, data_dir: Path) -> None:
+    def __init__(self, scenarios_dir: Path, data_dir: Path, scenario_id: str = BENCH_SCENARIO_ID) -> None:
         ensure_bytecode()
         from eval_pipelines.inputs.scenarios import ScenarioCatalog
         from eval_pipelines.local.services import local_evaluation_service
@@ -451,7 +461,7 @@ class OurPipeline:
         from eval_pipelines.warehouse.store import Warehouse
 
         self.catalog = ScenarioCatalog(scenarios_dir)
-        self.scenario = self.catalog.get(BENCH_SCENARIO_ID)
+        self.scenario = self.catalog.get(scenario_id)
         self.data_dir = data_dir
         # Held for the process's life, as the CLI holds it for a whole sweep.
         self._held = contextlib.ExitStack()
@@ -471,6 +481,8 @@ class OurPipeline:
         *,
         endpoint_pid: int | None = None,
         model_key: str = "sim-oracle",
+        user_model: str | None = None,
+        max_steps: int | None = None,
         timeout_seconds: float = 600.0,
         on_rollout_done: Callable[[], None] | None = None,
     ) -> OurRun:
@@ -484,17 +496,14 @@ class OurPipeline:
             {
                 "scenario_id": self.scenario.scenario_id,
                 "task_ids": list(task_ids),
-                "model_config": {
-                    "model": "sim-oracle",
-                    "provider": "custom",
-                    "base_url": endpoint_url,
-                    "api_key": "benchmark-key-not-secret",
-                    "temperature": 0.0,
-                },
+                "model_config": _sim_model_config("sim-oracle", endpoint_url)
+                | ({"max_steps": max_steps} if max_steps else {}),
                 "rollout_count": rollout_count,
                 "max_parallel": max_parallel,
                 "run_name": run_name,
             }
+            # A multi-turn task's user is played by this model on the same endpoint (a benchmark's sim-user).
+            | ({"user_model_config": _sim_model_config(user_model, endpoint_url)} if user_model else {})
         )
         ctx = RolloutContext("bench", run_name, model_key, self.scenario.key, "sim-oracle", True, endpoint_url)
         last_done = 0.0
