@@ -19,6 +19,7 @@ from eval_pipelines.engine.rollout import RolloutSpec
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import RolloutStatus
+from eval_pipelines.schemas.tools import STATE_DIFF_MARKER
 from eval_pipelines.sim.endpoint import SIM_USER, ReferenceBook, create_sim_app
 from eval_pipelines.toolservers.host import ToolServerHost
 from eval_pipelines.verifiers.loader import load_verifier_package
@@ -64,7 +65,7 @@ def tau2_host() -> Iterator[ToolServerHost]:
     host.stop()
     for name in SERVERS:
         server = host.servers[name]
-        assert isinstance(server, adapter.Tau2AirlineToolServer | adapter.Tau2RetailToolServer)
+        assert isinstance(server, adapter.Tau2ToolServer)
         asyncio.run(server.aclose())
 
 
@@ -101,6 +102,9 @@ async def test_the_oracle_passes_every_task_and_upstream_agrees(
             assert outcome.status == RolloutStatus.COMPLETED, (task_id, outcome.artifacts.error)
             assert outcome.result.success, (task_id, outcome.result.message)
             assert outcome.artifacts.metadata.get("user_ending") == "###STOP###"
+            # the model read upstream's tool messages as upstream sends them, nothing appended
+            tool_texts = [m["content"] for m in outcome.artifacts.messages if m["role"] == "tool"]
+            assert tool_texts and not any(STATE_DIFF_MARKER in text for text in tool_texts)
             item = ParityItem(f"ro_{task_id}", task_id, outcome.artifacts, scenarios[domain].task(task_id))
             [upstream] = await parity.upstream_verdicts(worker, [item])
             assert upstream.success and upstream.components == {"DB": True, "COMMUNICATE": True}, (task_id, upstream)

@@ -65,16 +65,22 @@ AGENT_GREETING = "Hi! How can I help you today?"
 MATERIALISE_TIMEOUT_SECONDS = 900.0
 
 
-class Tau2AirlineToolServer(UpstreamToolServer):
+class Tau2ToolServer(UpstreamToolServer):
+    environment = ENVIRONMENT
+    worker_script = WORKER_SCRIPT
+
+    def mutates(self, tool_name: str) -> bool:
+        # The model reads upstream's tool message and nothing else (a per-call diff would be appended to it), and
+        # upstream's replay compares our recorded result with its own. The state still follows every call.
+        return False
+
+
+class Tau2AirlineToolServer(Tau2ToolServer):
     name = "tau2_airline"
-    environment = ENVIRONMENT
-    worker_script = WORKER_SCRIPT
 
 
-class Tau2RetailToolServer(UpstreamToolServer):
+class Tau2RetailToolServer(Tau2ToolServer):
     name = "tau2_retail"
-    environment = ENVIRONMENT
-    worker_script = WORKER_SCRIPT
 
 
 def server_of(domain: str) -> str:

@@ -34,7 +34,6 @@ from eval_pipelines.benchmarks.tau2.adapter import (
 from eval_pipelines.benchmarks.worker import UpstreamOpError, UpstreamWorker
 from eval_pipelines.llm.types import split_wire_tool_name
 from eval_pipelines.schemas.scenarios import SimulatedUserSpec, Task
-from eval_pipelines.schemas.tools import STATE_DIFF_MARKER
 
 #: One grading replays the conversation's calls and the gold actions on fresh environments (airline ~0.75 s).
 GRADE_TIMEOUT_SECONDS = 120.0
@@ -63,13 +62,6 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def _tool_content(message: Mapping[str, Any]) -> str:
-    """The tool's own output: our environment shows the agent a state-diff summary after a write, which upstream's
-    tool message does not hold."""
-    content = str(message.get("content") or "")
-    return content.split(f"\n\n{STATE_DIFF_MARKER}\n", 1)[0]
-
-
 def simulation_messages(said: Sequence[Mapping[str, Any]], task: Task) -> list[dict[str, Any]]:
     """Our conversation (`verifier_template.conversation`) as τ² `Message` dicts."""
     out: list[dict[str, Any]] = []
@@ -81,7 +73,7 @@ def simulation_messages(said: Sequence[Mapping[str, Any]], task: Task) -> list[d
                 {
                     "role": "tool",
                     "id": str(message.get("tool_call_id") or ""),
-                    "content": _tool_content(message),
+                    "content": str(message.get("content") or ""),
                     "requestor": "assistant",
                     "error": bool(message.get("is_error")),
                 }
