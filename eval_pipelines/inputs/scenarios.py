@@ -368,6 +368,11 @@ class ScenarioCatalog:
         by_id.update(self._scan(self.benchmarks_root, benchmark=True))
         self._by_id = by_id
 
+    @classmethod
+    def scan_benchmarks(cls, root: Path | None = None) -> list[ScenarioFiles]:
+        """The materialised benchmarks alone (`<data>/benchmarks/` unless `root` says otherwise)."""
+        return list(cls._scan(root or benchmarks_data_dir(), benchmark=True).values())
+
     @staticmethod
     def _scan(root: Path, benchmark: bool = False) -> dict[str, ScenarioFiles]:
         by_id: dict[str, ScenarioFiles] = {}

@@ -120,8 +120,13 @@ def run_name(sweep_id: str, scenario_id: str, model_name: str) -> str:
 
 
 def includes_scenario(sweep: SweepConfig, scenario_key: str) -> bool:
+    """Whether the sweep runs the scenario of partition key `scenario_key`; `*` covers every one but a benchmark."""
     ids = sweep.scenario_ids
-    return ALL_SCENARIOS in ids or any(partition_key(s) == scenario_key for s in ids)
+    if any(partition_key(s) == scenario_key for s in ids):
+        return True
+    if ALL_SCENARIOS not in ids:
+        return False
+    return scenario_key not in {partition_key(s.scenario_id) for s in ScenarioCatalog.scan_benchmarks()}
 
 
 def sweep_scenarios(

@@ -60,6 +60,12 @@ def op_chatty():
     return "answered"
 
 
+def op_write(path):
+    with open(path, "w") as handle:
+        handle.write("written")
+    return os.getcwd()
+
+
 def op_tasks(count):
     return [{"id": f"counter_{i}", "start": i} for i in range(count)]
 

@@ -14,7 +14,7 @@ import yaml
 from eval_pipelines.benchmarks import catalog
 from eval_pipelines.inputs.paths import DATA_DIR_ENV
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
-from eval_pipelines.inputs.sweeps import ConfigError, load_sweep, selected_task_ids, sweep_scenarios
+from eval_pipelines.inputs.sweeps import ConfigError, includes_scenario, load_sweep, selected_task_ids, sweep_scenarios
 from eval_pipelines.pipeline.steps import launch_request
 from eval_pipelines.schemas.sweep import SweepConfig
 from tests.benchmarks.upstream_fake import FakeAdapter, python_override
@@ -111,3 +111,11 @@ def test_sweep_files_accept_entries_and_plain_strings(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"name": "s", "scenarios": [{"id": "x", "limit": 0}], "models": [SIM_MODEL]}))
     with pytest.raises(ConfigError, match="limit"):
         load_sweep(path)
+
+
+def test_star_does_not_claim_a_benchmark_partition(adapter: FakeAdapter, tmp_path: Path) -> None:
+    catalog.materialise(FAMILY, tmp_path / "data")
+    key = f"{FAMILY}_1.0"
+    assert not includes_scenario(_sweep("*"), key)
+    assert includes_scenario(_sweep("*"), "email_ops_1.0.0")
+    assert includes_scenario(_sweep("*", {"id": f"{FAMILY}:1.0", "limit": 1}), key)

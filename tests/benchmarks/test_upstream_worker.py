@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipelines.benchmarks.worker import UpstreamOpError, UpstreamWorker, WorkerError
+from eval_pipelines.lib.confine import abi_version
 from tests.benchmarks.upstream_fake import write_fake_script
 
 
@@ -117,3 +118,21 @@ def test_close_leaves_no_process_behind(worker: UpstreamWorker) -> None:
 
     pid, child = asyncio.run(scenario())
     assert _gone(pid) and _gone(child)
+
+
+@pytest.mark.skipif(abi_version() < 1, reason="no Landlock on this kernel: writes cannot be confined")
+def test_the_worker_writes_only_in_its_temp_directory(worker: UpstreamWorker, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+
+    async def scenario() -> str:
+        try:
+            with pytest.raises(UpstreamOpError, match="PermissionError"):
+                await worker.request("write", path=str(outside))
+            workdir: str = await worker.request("write", path="inside.txt")
+            return workdir
+        finally:
+            await worker.close()
+
+    workdir = asyncio.run(scenario())
+    assert not outside.exists()
+    assert not Path(workdir).exists()  # the temp directory goes with the worker
