@@ -26,6 +26,7 @@ the sweep resolves them.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import importlib
 import json
 import shutil
@@ -137,19 +138,25 @@ def materialise(family: str, data_dir: Path | None = None) -> Path:
         return target
     python = ensure(adapter.environment)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{family}-", dir=target.parent))
-    try:
-        asyncio.run(_materialise(adapter, python, family, staging))
-        made = json.loads((staging / "template.json").read_text(encoding="utf-8")).get("scenario_id")
-        if made != f"{family}:{adapter.version}":
-            raise RuntimeError(f"adapter {adapter.name!r} wrote scenario_id {made!r} for {family}:{adapter.version}")
-        marker = {"benchmark": adapter.name, "family": family, "version": adapter.version}
-        (staging / MATERIALISED_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with open(target.parent / f".{family}.lock", "w") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # a CLI sweep and the Dagster sensor may both get here
+        if is_materialised(family, data_dir):
+            return target
+        staging = Path(tempfile.mkdtemp(prefix=f".{family}-", dir=target.parent))
+        try:
+            asyncio.run(_materialise(adapter, python, family, staging))
+            made = json.loads((staging / "template.json").read_text(encoding="utf-8")).get("scenario_id")
+            if made != f"{family}:{adapter.version}":
+                raise RuntimeError(
+                    f"adapter {adapter.name!r} wrote scenario_id {made!r} for {family}:{adapter.version}"
+                )
+            marker = {"benchmark": adapter.name, "family": family, "version": adapter.version}
+            (staging / MATERIALISED_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+            if target.exists():
+                shutil.rmtree(target)
+            staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
