@@ -119,3 +119,12 @@ def test_star_does_not_claim_a_benchmark_partition(adapter: FakeAdapter, tmp_pat
     assert not includes_scenario(_sweep("*"), key)
     assert includes_scenario(_sweep("*"), "email_ops_1.0.0")
     assert includes_scenario(_sweep("*", {"id": f"{FAMILY}:1.0", "limit": 1}), key)
+
+
+def test_the_dagster_partition_sync_materialises_the_benchmarks_a_sweep_names(adapter: FakeAdapter) -> None:
+    from eval_pipelines.defs.evals.automation import sweep_partition_keys
+
+    keys = sweep_partition_keys(_sweep("*", {"id": FAMILY, "limit": 1}))
+    assert adapter.materialised == 1
+    assert f"{FAMILY}:1.0" in {key.keys_by_dimension["scenario"] for key in keys}
+    assert adapter.materialised == 1 and len(sweep_partition_keys(_sweep("*"))) == len(keys) - 1
