@@ -65,9 +65,16 @@ def tool_definition(raw: Any) -> ToolDefinition:
     return ToolDefinition.model_validate(raw)
 
 
+#: Seed fields that would collide with the request's own (the workspace, the protocol's, the timeout).
+_RESERVED_SEED_FIELDS = frozenset({"workspace", "id", "op", "timeout"})
+
+
 def _seed_object(seed_files: list[Any]) -> dict[str, Any]:
     if len(seed_files) != 1 or not isinstance(seed_files[0], dict):
         raise SeedError("an upstream benchmark workspace is seeded with exactly one JSON object")
+    reserved = sorted(_RESERVED_SEED_FIELDS & set(seed_files[0]))
+    if reserved:
+        raise SeedError(f"seed field(s) {reserved} are reserved")
     return dict(seed_files[0])
 
 

@@ -71,6 +71,8 @@ def test_a_bad_seed_is_a_400_and_leaves_no_workspace(host: ToolServerHost) -> No
     with httpx.Client(base_url=host.base_url("fakebench"), timeout=30) as client:
         refused = client.post("/workspaces", json={"workspace_id": "w1", "seed": [{"unknown_field": 1}]})
         assert refused.status_code == 400 and "TypeError" in refused.json()["detail"]
+        reserved = client.post("/workspaces", json={"seed": [{"start": 1, "timeout": 0}]})
+        assert reserved.status_code == 400 and "reserved" in reserved.json()["detail"]
         assert client.post("/workspaces", json={"workspace_id": "w1", "seed": [{"start": 1}]}).status_code == 201
 
 
