@@ -146,7 +146,8 @@ def gold(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+    # in upstream's key order: a backend lists a folder's files in the order its initial config names them
+    path.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
 
 
 def write_scenario(family: str, upstream_tasks: dict[str, Any], folder: Path) -> Path:
