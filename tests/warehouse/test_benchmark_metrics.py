@@ -18,23 +18,11 @@ from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
 from tests.support.benchmark_warehouse import SyntheticRollout, write_sweep
 
 SWEEP = "sweep-bench"
-#: Where a benchmark's environment is looked for when the project has not made its own cached one yet (the
-#: read-only venvs of this machine). EVAL_PIPELINES_BENCHMARK_PYTHON_<NAME> overrides both.
-_FALLBACK_PYTHON = {"tau2": "/work/scratch/tau2/bin/python", "bfcl": "/work/scratch/bfcl/bin/python"}
-
-
 def upstream_python(name: str) -> str:
-    """The benchmark's own interpreter: the project's cached environment when it is made, else the fallback."""
-    try:
-        spec = importlib.import_module(f"eval_pipelines.benchmarks.{name}.adapter").ENVIRONMENT
-    except (ImportError, AttributeError):
-        spec = None
-    if spec is not None and environments.is_installed(spec):
-        return str(environments.ensure(spec))
-    python = _FALLBACK_PYTHON[name]
-    if not Path(python).is_file():
-        pytest.skip(f"no {name} environment: run `eval-pipelines benchmarks install {name}`")
-    return python
+    """The benchmark's own interpreter: the project's cached environment, made on first use (or the interpreter
+    EVAL_PIPELINES_BENCHMARK_PYTHON_<NAME> names)."""
+    spec = importlib.import_module(f"eval_pipelines.benchmarks.{name}.adapter").ENVIRONMENT
+    return str(environments.ensure(spec))
 
 
 def run_upstream(name: str, script: str, payload: object) -> object:
