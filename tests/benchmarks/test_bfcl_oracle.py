@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,12 @@ from eval_pipelines.benchmarks.worker import UpstreamWorker
 from eval_pipelines.engine.rollout import RolloutSpec
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.runs import RolloutStatus
+from eval_pipelines.schemas.runs import RolloutStatus, TerminationReason
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 from eval_pipelines.toolservers.host import ToolServerHost
 from eval_pipelines.verifiers.loader import load_verifier_package
 from tests.engine.test_engine import _execute
+from tests.support.scripted_llm import Script, create_scripted_app, text_reply, tool_call_reply
 
 #: Per category: the first entries, and in miss_func one whose held-out function comes back at turn 3.
 SUBSET = {
@@ -98,3 +100,41 @@ def test_subset_names_real_tasks(scenarios: dict[str, ScenarioFiles]) -> None:
     for family, task_ids in SUBSET.items():
         assert set(task_ids) <= set(scenarios[family].tasks()), family
         assert Path(scenarios[family].verifiers_dir / adapter.GOLD_FILE).is_file()
+
+
+def _replies(task: Any, *, capped_turn: int) -> list[dict[str, Any]]:
+    """The gold calls one per reply and a text reply per turn, except that in `capped_turn`, after its gold
+    calls, the model keeps calling `pwd` past the per-turn step cap."""
+    replies: list[dict[str, Any]] = []
+    for turn, calls in enumerate(task.reference_turns):
+        replies += [
+            tool_call_reply(call.tool_name, call.parameters, f"call_{turn}_{i}") for i, call in enumerate(calls)
+        ]
+        if turn == capped_turn:
+            replies += [tool_call_reply("pwd", {}, f"pwd_{i}") for i in range(task.max_steps_per_turn)]
+            break
+        replies.append(text_reply("done"))
+    return replies
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("last", [True, False], ids=["last turn", "earlier turn"])
+async def test_the_step_cap_grades_as_upstream_force_quits(
+    scenarios: dict[str, ScenarioFiles], bfcl_host: ToolServerHost, serve: Any, last: bool
+) -> None:
+    """Upstream force-quits a turn at its 21st calling step: inside the last turn the entry is still graded
+    (here it passes), inside an earlier one it is force-terminated. Ours and upstream's verdicts agree."""
+    scenario = scenarios["bfcl_multi_turn_base"]
+    task = scenario.task("multi_turn_base_0")
+    capped = len(task.reference_turns) - 1 if last else 1
+    model = serve(create_scripted_app(Script(_replies(task, capped_turn=capped))))
+    spec = _spec(scenario, task.task_id, model.url, bfcl_host)
+    spec = replace(spec, model_config=spec.model_config.model_copy(update={"model": "scripted"}))
+    outcome = await _execute(spec)
+    assert outcome.termination_reason == TerminationReason.MAX_STEPS
+    worker = UpstreamWorker(ensure(adapter.ENVIRONMENT), adapter.WORKER_SCRIPT, adapter.ENVIRONMENT.worker_env)
+    try:
+        upstream = await worker.request("grade", **parity.grade_request(task.task_id, outcome.artifacts.messages))
+    finally:
+        await worker.close()
+    assert outcome.result.success is last and upstream["valid"] is last, (outcome.result.message, upstream)

@@ -79,10 +79,15 @@ def model_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return turns
 
 
-def _turn_state(metadata: dict[str, Any], turn: int) -> Any:
+def _turn_state(metadata: dict[str, Any], turn: int, last: bool) -> Any:
     snapshots = metadata.get("turn_states") or []
     if turn < len(snapshots) and isinstance(snapshots[turn], dict):
         return snapshots[turn].get(SERVER)
+    if last:
+        # a rollout the step cap ended inside its last turn has no snapshot of that turn: its final state is
+        # the turn's state, which upstream grades as it grades any other
+        final = ((metadata.get("state") or {}).get(SERVER) or {}).get("final")
+        return final if isinstance(final, dict) else None
     return None
 
 
@@ -110,7 +115,7 @@ def grade(gold_turns: list[dict[str, Any]], messages: list[dict[str, Any]], meta
             continue
         if not decoded:
             return False, f"turn {index}: no tool call, where the gold makes {len(gold['calls'])}"
-        state = _turn_state(metadata, index)
+        state = _turn_state(metadata, index, last=index == len(turns) - 1)
         if state != gold["state"]:
             classes = sorted(
                 name for name in gold["state"] if not isinstance(state, dict) or state.get(name) != gold["state"][name]
