@@ -17,7 +17,7 @@ import pytest
 from eval_pipelines.benchmarks import catalog
 from eval_pipelines.benchmarks.environments import EnvironmentInstallError, ensure
 from eval_pipelines.benchmarks.parity import ParityItem, UpstreamVerdict
-from eval_pipelines.benchmarks.tau2 import adapter, parity
+from eval_pipelines.benchmarks.tau2 import adapter, parity, verifier_template
 from eval_pipelines.benchmarks.worker import UpstreamWorker
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.inputs.sweeps import ConfigError
@@ -282,6 +282,8 @@ def test_every_task_carries_what_the_sim_oracle_and_user_need(scenarios: dict[st
     for domain, task in _all_tasks(scenarios):
         assert task.benchmark == "tau2" and task.bare_tool_names
         assert isinstance(task.user, SimulatedUserSpec) and task.user.opening
+        # the user's turn cap is never what ends a conversation upstream's 100 steps would let go on
+        assert task.user.max_turns * 2 >= verifier_template.UPSTREAM_MAX_STEPS
         assert task.reference_actions == task.reference_turns[0]
         assert all(call.tool_server == adapter.server_of(domain) for call in task.reference_actions)
     splits = json.loads((scenarios["airline"].root / catalog.SPLITS_FILE).read_text(encoding="utf-8"))

@@ -61,6 +61,9 @@ REFUSED = {"tau2_telecom": "not supported yet: needs user-side tools"}
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 #: `tau2.orchestrator.orchestrator.DEFAULT_FIRST_AGENT_MESSAGE`: the agent's first message, before the user speaks.
 AGENT_GREETING = "Hi! How can I help you today?"
+#: Upstream caps a conversation at 100 orchestrator steps, not at user messages: a user message and an agent reply
+#: are two steps, so 50 user messages is the most upstream can reach and our user-turn cap never binds first.
+MAX_USER_MESSAGES = 50
 #: Replaying every gold action takes about a minute for retail's 114 tasks on a loaded machine.
 MATERIALISE_TIMEOUT_SECONDS = 900.0
 
@@ -149,6 +152,7 @@ def build_task(entry: dict[str, Any], domain: str, opening: str) -> Task:
             system_prompt=entry["user_system_prompt"],
             stop_tokens=list(STOP_TOKENS),
             agent_greeting=AGENT_GREETING,
+            max_turns=MAX_USER_MESSAGES,
             opening=opening,
         ),
         system_prompt=entry["agent_system_prompt"],
