@@ -38,24 +38,27 @@ def _worker() -> UpstreamWorker:
     return UpstreamWorker(ensure(adapter.ENVIRONMENT), adapter.WORKER_SCRIPT, adapter.ENVIRONMENT.worker_env)
 
 
-@pytest.fixture(scope="module")
-def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ScenarioFiles]:
-    """The subset's scenario folders, written by the adapter from the worker (the whole family takes a minute)."""
-    root = tmp_path_factory.mktemp("benchmarks")
+def write_scenarios(root: Path, subset: dict[str, list[str]]) -> dict[str, ScenarioFiles]:
+    """Scenario folders holding the named upstream tasks per domain, written by the adapter from the worker (a
+    whole family takes a minute to make)."""
 
     async def write() -> None:
         worker = _worker()
         try:
-            for domain, ids in SUBSET.items():
+            for domain, ids in subset.items():
                 entries = await worker.request("tasks", timeout=600, domain=domain, task_ids=ids)
-                family = next(f for f, d in adapter.FAMILIES.items() if d == domain)
-                adapter.write_scenario(family, entries, root / family)
+                adapter.write_scenario(f"tau2_{domain}", entries, root / f"tau2_{domain}")
         finally:
             await worker.close()
 
     asyncio.run(write())
     found = ScenarioCatalog(root)
-    return {domain: found.get(adapter.scenario_id(f"tau2_{domain}")) for domain in SUBSET}
+    return {domain: found.get(adapter.scenario_id(f"tau2_{domain}")) for domain in subset}
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ScenarioFiles]:
+    return write_scenarios(tmp_path_factory.mktemp("benchmarks"), SUBSET)
 
 
 @pytest.fixture(scope="module")
