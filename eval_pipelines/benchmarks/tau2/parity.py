@@ -101,7 +101,9 @@ def _user_spec(task: Task) -> tuple[str | None, list[str]]:
     return AGENT_GREETING, list(STOP_TOKENS)
 
 
-def simulation_run(rollout_id: str, upstream_task_id: str, messages: list[dict[str, Any]], task: Task) -> dict:
+def simulation_run(
+    rollout_id: str, upstream_task_id: str, messages: list[dict[str, Any]], task: Task
+) -> dict[str, Any]:
     """The `SimulationRun` (as JSON) upstream's evaluator reads for this rollout."""
     greeting, stop_tokens = _user_spec(task)
     said = verifier_template.conversation(messages, greeting)
@@ -117,7 +119,7 @@ def simulation_run(rollout_id: str, upstream_task_id: str, messages: list[dict[s
 
 
 def upstream_task(task: Task) -> tuple[str, str]:
-    """(domain, upstream task id) of one of our τ² tasks, from its seed's tool server name and its id."""
+    """(domain, upstream task id) of one of our τ² tasks: its category is the domain, its id ends in upstream's."""
     domain = task.category
     prefix = f"{BENCHMARK}_{domain}_"
     if not task.task_id.startswith(prefix):
