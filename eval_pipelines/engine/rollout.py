@@ -57,8 +57,10 @@ from eval_pipelines.schemas.runs import (
     TokenUsage,
 )
 from eval_pipelines.schemas.scenarios import NpcProfile, ScriptedUserSpec, Task
+from eval_pipelines.schemas.sweep import is_simulated_model
 from eval_pipelines.schemas.tools import DiffScope, ToolDefinition
 from eval_pipelines.schemas.verifiers import VerifierOutcome
+from eval_pipelines.sim.endpoint import simulated_request_tag
 from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
 from eval_pipelines.toolservers.chat import ChatServer
 from eval_pipelines.toolservers.diff import diff_states
@@ -166,7 +168,7 @@ def default_agent_factory(
     available: dict[str, Any] = {
         "client": clients.for_model(spec.model_config),
         "model_config": spec.model_config,
-        "user_tag": spec.rollout_id,
+        "user_tag": request_tag(spec, spec.model_config),
         "stop_event": stop,
     }
     if user is not None:  # a single-turn task's agents are constructed exactly as before
@@ -181,6 +183,14 @@ def default_agent_factory(
         available["server_names"] = spec.task.simlab_servers
     agent: BaseAgent = construct_agent(agent_class, available)
     return agent
+
+
+def request_tag(spec: RolloutSpec, config: ModelConfig) -> str:
+    """The `user` field of the rollout's requests to a model: the rollout id; a simulated model is also told the
+    task it plays, since benchmark tasks can open with the same message (see sim.endpoint.TASK_MARK)."""
+    if is_simulated_model(config.model):
+        return simulated_request_tag(spec.rollout_id, spec.scenario_id, spec.task.task_id)
+    return spec.rollout_id
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -339,7 +349,8 @@ class RolloutEngine:
             return None
         config = spec.user_model_config
         client = self.clients.for_model(config) if config is not None else None
-        return _TurnRecorder(build_user(spec.task.user, client, config), self.admin, workspaces, artifacts)
+        tag = request_tag(spec, config) if config is not None else None
+        return _TurnRecorder(build_user(spec.task.user, client, config, tag), self.admin, workspaces, artifacts)
 
     async def _run_agent(
         self,

@@ -41,7 +41,7 @@ from starlette.concurrency import run_in_threadpool
 
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError
 from eval_pipelines.llm.history import summarised_call_count
-from eval_pipelines.llm.types import ChatMessage, ChatRequest, wire_tool_name
+from eval_pipelines.llm.types import TOOL_NAME_SEPARATOR, ChatMessage, ChatRequest, wire_tool_name
 from eval_pipelines.schemas.scenarios import SimulatedUserSpec, Task
 from eval_pipelines.schemas.sweep import SIMULATED_PREFIX, is_simulated_model
 from eval_pipelines.schemas.tools import ToolCall
@@ -55,6 +55,8 @@ SIM_USER = "sim-user"
 SIMULATED_MODELS: tuple[str, ...] = (SIM_ORACLE, SIM_NOISY, SIM_NOOP)
 SIMULATED_FINGERPRINT = "simulated"
 DEFAULT_NOISE = 0.35
+#: Replies in which the agents play one user turn at most; a longer turn's calls go several to a reply.
+SIM_REPLIES_PER_TURN = 16
 
 UNKNOWN_TASK_REPLY = "I could not find a way to complete this task."
 #: What `sim-user` says when it does not know the task whose user it plays.
@@ -76,6 +78,24 @@ _ALTERNATIVE_TOKENS = (" the", " a", " to", " and", " of", " I", " it", " this",
 #: tells a simulated number from a real model's.
 def normalise_instruction(text: str) -> str:
     return " ".join(text.split())
+
+
+#: Marks the task in a simulated model's `user` field: `<rollout id>#task=<scenario id>/<task id>`. Benchmarks hold
+#: tasks whose first message is the same (BFCL's categories share questions, and some entries within one), so the
+#: text alone cannot tell the sims which gold to play; only simulated models are sent the mark.
+TASK_MARK = "#task="
+
+
+def simulated_request_tag(rollout_id: str, scenario_id: str, task_id: str) -> str:
+    """The `user` value a rollout sends a simulated model: its id, and the task it plays."""
+    return f"{rollout_id}{TASK_MARK}{scenario_id}/{task_id}"
+
+
+def _marked_task(user: str | None) -> tuple[str, str] | None:
+    if not user or TASK_MARK not in user:
+        return None
+    scenario_id, _, task_id = user.rpartition(TASK_MARK)[2].rpartition("/")
+    return (scenario_id, task_id) if scenario_id and task_id else None
 
 
 @dataclass
@@ -143,6 +163,10 @@ class ReferenceBook:
         #: a simulated user's system prompt -> its task, for `sim-user`
         self._users: dict[str, TaskReference] = {}
         self._indexed_users: dict[str, TaskReference] = {}
+        #: (scenario id, task id) -> the task, for requests that mark the task they play (TASK_MARK)
+        self._by_task: dict[tuple[str, str], TaskReference] = {}
+        #: marked tasks still unknown after a re-scan: not re-scanned for again
+        self._missing_tasks: set[tuple[str, str]] = set()
         self._fingerprint: tuple[tuple[str, int, int], ...] | None = None
         self._lock = threading.Lock()
 
@@ -190,7 +214,7 @@ class ReferenceBook:
                 self._users[user_key] = reference
         return reference
 
-    def lookup_user(self, system_prompt: str) -> TaskReference | None:
+    def _lookup_user_prompt(self, system_prompt: str) -> TaskReference | None:
         """The task whose simulated user has this system prompt."""
         key = normalise_instruction(system_prompt)
         with self._lock:
@@ -200,19 +224,20 @@ class ReferenceBook:
                 found = self._indexed_users.get(key)
             return found
 
-    def find_known(self, instruction: str) -> TaskReference | None:
-        """An exact match among the tasks already indexed: no file is read, so callers need no thread."""
+    def find_known(self, instruction: str, marked: tuple[str, str] | None = None) -> TaskReference | None:
+        """An exact match among the tasks already indexed: no file is read, so callers need no thread. A task
+        registered by hand with this instruction comes first, then the task the request marks, then the text."""
         key = normalise_instruction(instruction)
-        if not key:
-            return None
         with self._lock:
-            return self._find(key)
+            return self._added.get(key) or (self._by_task.get(marked) if marked else None) or self._find(key)
 
-    def lookup(self, instruction: str) -> TaskReference | None:
+    def lookup(self, instruction: str, marked: tuple[str, str] | None = None) -> TaskReference | None:
         key = normalise_instruction(instruction)
-        if not key:
-            return None
         with self._lock:
+            if marked is not None and (found := self._added.get(key) or self._marked(marked)) is not None:
+                return found
+            if not key:
+                return None
             found = self._find(key)
             if found is None and self._catalog is not None and self._catalog_changed():
                 self._index_catalog(refresh=True)
@@ -220,6 +245,25 @@ class ReferenceBook:
             if found is None:
                 found = self._find_contained(key)
             return found
+
+    def _marked(self, marked: tuple[str, str]) -> TaskReference | None:
+        # A miss re-scans the catalog once: a benchmark materialised since the last scan lives outside the root
+        # the change detector watches.
+        found = self._by_task.get(marked)
+        if found is None and self._catalog is not None and marked not in self._missing_tasks:
+            self._index_catalog(refresh=True)
+            found = self._by_task.get(marked)
+            if found is None:
+                self._missing_tasks.add(marked)
+        return found
+
+    def lookup_user(self, system_prompt: str, marked: tuple[str, str] | None = None) -> TaskReference | None:
+        """The task whose simulated user this is: the marked task, else the one with this system prompt."""
+        if marked is not None:
+            with self._lock:
+                if (found := self._marked(marked)) is not None:
+                    return found
+        return self._lookup_user_prompt(system_prompt)
 
     def _find(self, key: str) -> TaskReference | None:
         return self._added.get(key) or self._indexed.get(key)
@@ -249,6 +293,7 @@ class ReferenceBook:
                 return
         indexed: dict[str, TaskReference] = {}
         users: dict[str, TaskReference] = {}
+        by_task: dict[tuple[str, str], TaskReference] = {}
         for scenario in self._catalog.all():
             try:
                 tasks = scenario.tasks()
@@ -258,6 +303,7 @@ class ReferenceBook:
                 continue
             for task in tasks.values():
                 reference = _reference_of(task)
+                by_task[(scenario.scenario_id, task.task_id)] = reference
                 for key in _instruction_keys(task):
                     if key in indexed:
                         logger.debug("simulated models: task %s repeats the instruction of another task", task.task_id)
@@ -267,6 +313,8 @@ class ReferenceBook:
                     users.setdefault(user_key, reference)
         self._indexed = indexed
         self._indexed_users = users
+        self._by_task = by_task
+        self._missing_tasks.clear()
 
 
 # --- episode planning -------------------------------------------------------------------------------------
@@ -390,18 +438,19 @@ def _completion(
     request: ChatRequest,
     *,
     text: str | None,
-    tool_call: dict[str, Any] | None,
+    tool_call: dict[str, Any] | list[dict[str, Any]] | None,
     step: int,
 ) -> dict[str, Any]:
     prompt_tokens = _estimate_tokens(_message_chars(request.messages))
-    if tool_call is not None:
-        output_chars = len(tool_call["function"]["name"]) + len(tool_call["function"]["arguments"])
+    calls = [tool_call] if isinstance(tool_call, dict) else tool_call or []
+    if calls:
+        output_chars = sum(len(call["function"]["name"]) + len(call["function"]["arguments"]) for call in calls)
     else:
         output_chars = len(text or "")
     completion_tokens = _estimate_tokens(output_chars)
     message: dict[str, Any] = {"role": "assistant", "content": text}
-    if tool_call is not None:
-        message["tool_calls"] = [tool_call]
+    if calls:
+        message["tool_calls"] = calls
     logprobs = None
     if request.logprobs and text is not None:
         logprobs = {"content": _token_logprobs(text, request.top_logprobs)}
@@ -416,7 +465,7 @@ def _completion(
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if tool_call is not None else "stop",
+                "finish_reason": "tool_calls" if calls else "stop",
                 "logprobs": logprobs,
             }
         ],
@@ -463,25 +512,33 @@ def _reply(request: ChatRequest, reference: TaskReference | None, *, noise: floa
     )
     if done >= len(plan.calls):
         return _completion(request, text=plan.final_text, tool_call=None, step=done)
-    action = plan.calls[done]
     offered = _offered_tools(request)
-    name = wire_tool_name(action.tool_server, action.tool_name)
-    if name not in offered and action.tool_name in offered:
-        name = action.tool_name  # the task lists its tools by their own names
-    if name not in offered:
-        # A real model cannot call a tool it was not given: it answers in text instead.
-        return _completion(
-            request,
-            text=f"I could not complete this task: the tool {name} is not available.",
-            tool_call=None,
-            step=done,
+    # A task that lists its tools by their own names (`cd`, not `bfcl__cd`) names its hidden ones so too.
+    bare = bool(offered) and all(TOOL_NAME_SEPARATOR not in name for name in offered)
+    # A turn longer than SIM_REPLIES_PER_TURN replies is played several calls a reply, as a model calls in
+    # parallel, so that it fits a per-turn step cap (a BFCL long-context turn holds up to 34 gold calls).
+    per_reply = math.ceil(len(plan.calls) / SIM_REPLIES_PER_TURN) if multi_turn else 1
+    tool_calls: list[dict[str, Any]] = []
+    for index, action in enumerate(plan.calls[done : done + per_reply], start=done):
+        wire = wire_tool_name(action.tool_server, action.tool_name)
+        name = wire if wire in offered else action.tool_name if (action.tool_name in offered or bare) else wire
+        if name not in offered and not multi_turn:
+            # A real model cannot call a tool it was not given: it answers in text instead. A benchmark's gold
+            # (multi-turn) is played as written, even a call its turn has not listed yet: upstream runs it by name.
+            return _completion(
+                request,
+                text=f"I could not complete this task: the tool {name} is not available.",
+                tool_call=None,
+                step=done,
+            )
+        tool_calls.append(
+            {
+                "id": f"call_{index}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(action.parameters)},
+            }
         )
-    tool_call = {
-        "id": f"call_{done}",
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(action.parameters)},
-    }
-    return _completion(request, text=None, tool_call=tool_call, step=done)
+    return _completion(request, text=None, tool_call=tool_calls, step=done)
 
 
 #: A text-only simulated persona (an NPC, a judge, a data generator): the request in, the reply text out.
@@ -489,13 +546,15 @@ SimPersona = Callable[[ChatRequest], str]
 
 
 def simulated_user(book: ReferenceBook) -> SimPersona:
-    """`sim-user`: the simulated user of a multi-turn task, found by its system prompt. It sees the conversation
+    """`sim-user`: the simulated user of a multi-turn task, found by the task its requests mark, else by its system
+    prompt. It sees the conversation
     with the roles flipped (its own messages are `assistant`): first it says the task's opening, then, when the
     agent has answered, the first stop token."""
 
     def reply(request: ChatRequest) -> str:
+        marked = _marked_task(request.user)
         system = next((m.content for m in request.messages if m.role == "system" and m.content), None)
-        reference = book.lookup_user(system) if system else None
+        reference = book.lookup_user(system or "", marked)
         if reference is None:
             return UNKNOWN_USER_REPLY
         said = sum(1 for m in request.messages if m.role == "assistant")
@@ -549,7 +608,8 @@ def create_sim_app(
         if instruction is None:
             return _openai_error(400, "messages must contain a user message (the task instruction)")
         # A known task is a dictionary hit; only a miss may re-scan the catalog's files, off the event loop.
-        reference = book.find_known(instruction) or await run_in_threadpool(book.lookup, instruction)
+        marked = _marked_task(chat.user)
+        reference = book.find_known(instruction, marked) or await run_in_threadpool(book.lookup, instruction, marked)
         reply = _reply(chat, reference, noise=noise, instruction=normalise_instruction(instruction))
         return JSONResponse(reply)
 

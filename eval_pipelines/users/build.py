@@ -11,11 +11,14 @@ from eval_pipelines.users.simulated import LlmUser
 
 
 def build_user(
-    spec: ScriptedUserSpec | SimulatedUserSpec, client: ChatClient | None, model_config: ModelConfig | None
+    spec: ScriptedUserSpec | SimulatedUserSpec,
+    client: ChatClient | None,
+    model_config: ModelConfig | None,
+    user_tag: str | None = None,
 ) -> User:
     """UserSimulatorError when a simulated user has no model to play it (the sweep names no `user_model`)."""
     if isinstance(spec, ScriptedUserSpec):
         return ScriptedUser(spec)
     if client is None or model_config is None:
         raise UserSimulatorError("the task's user is simulated, but no user model was given (the sweep's user_model)")
-    return LlmUser(spec, client, model_config)
+    return LlmUser(spec, client, model_config, user_tag)

@@ -20,10 +20,14 @@ from eval_pipelines.users.base import UserSimulatorError, UserTurn
 
 
 class LlmUser:
-    def __init__(self, spec: SimulatedUserSpec, client: ChatClient, model_config: ModelConfig) -> None:
+    def __init__(
+        self, spec: SimulatedUserSpec, client: ChatClient, model_config: ModelConfig, user_tag: str | None = None
+    ) -> None:
         self.spec = spec
         self.client = client
         self.model_config = model_config
+        #: the request's `user` field (the rollout, and for a simulated user model the task it plays)
+        self.user_tag = user_tag
         self.agent_greeting = spec.agent_greeting
         self.ending: str | None = None
         self._history: list[dict[str, Any]] = [{"role": "system", "content": spec.system_prompt}]
@@ -55,6 +59,7 @@ class LlmUser:
             model=self.model_config.model,
             messages=[ChatMessage.model_validate(message) for message in self._history],
             temperature=self.model_config.temperature,
+            **({"user": self.user_tag} if self.user_tag else {}),
         )
         try:
             with request_role(ROLE_USER):

@@ -25,12 +25,14 @@ from eval_pipelines.verifiers.loader import load_verifier_package
 from tests.engine.test_engine import _execute
 from tests.support.scripted_llm import Script, create_scripted_app, text_reply, tool_call_reply
 
-#: Per category: the first entries, and in miss_func one whose held-out function comes back at turn 3.
+#: Per category: the first entries (which open with the same message in three categories), and the hard ones:
+#: base_40 and base_43 open alike within a category, long_context_38 holds 34 gold calls in one turn (more than
+#: the per-turn step cap), and miss_func_49's gold calls a function before its turn lists it.
 SUBSET = {
-    "bfcl_multi_turn_base": ["multi_turn_base_0", "multi_turn_base_1", "multi_turn_base_2"],
-    "bfcl_multi_turn_miss_func": ["multi_turn_miss_func_0", "multi_turn_miss_func_1"],
+    "bfcl_multi_turn_base": ["multi_turn_base_0", "multi_turn_base_1", "multi_turn_base_40", "multi_turn_base_43"],
+    "bfcl_multi_turn_miss_func": ["multi_turn_miss_func_0", "multi_turn_miss_func_1", "multi_turn_miss_func_49"],
     "bfcl_multi_turn_miss_param": ["multi_turn_miss_param_0", "multi_turn_miss_param_1"],
-    "bfcl_multi_turn_long_context": ["multi_turn_long_context_0", "multi_turn_long_context_1"],
+    "bfcl_multi_turn_long_context": ["multi_turn_long_context_0", "multi_turn_long_context_38"],
 }
 #: Enough steps for every turn of a task to use its whole per-turn cap.
 MAX_STEPS = 400
@@ -74,19 +76,15 @@ def _spec(scenario: ScenarioFiles, task_id: str, model_url: str, host: ToolServe
 async def test_the_oracle_passes_every_task_and_upstream_agrees(
     scenarios: dict[str, ScenarioFiles], bfcl_host: ToolServerHost, serve: Any
 ) -> None:
-    # One sim per category: the categories share their entries' first messages (base_0, miss_func_0, ... all
-    # open with the same request) and the sim finds a task by its first message.
-    models = {}
-    for family, task_ids in SUBSET.items():
-        book = ReferenceBook()
-        for task_id in task_ids:
-            book.add_task(scenarios[family].task(task_id))
-        models[family] = serve(create_sim_app(book))
+    # One sim for every category, as a sweep has: each request marks the task it plays, so tasks that open with
+    # the same message (across categories and within one) are told apart.
+    any_scenario = next(iter(scenarios.values()))
+    model = serve(create_sim_app(ReferenceBook.from_catalog(ScenarioCatalog(any_scenario.root.parent))))
     worker = UpstreamWorker(ensure(adapter.ENVIRONMENT), adapter.WORKER_SCRIPT, adapter.ENVIRONMENT.worker_env)
     try:
         for family, task_ids in SUBSET.items():
             for task_id in task_ids:
-                outcome = await _execute(_spec(scenarios[family], task_id, models[family].url, bfcl_host))
+                outcome = await _execute(_spec(scenarios[family], task_id, model.url, bfcl_host))
                 assert outcome.status == RolloutStatus.COMPLETED, (task_id, outcome.artifacts.error)
                 assert outcome.result.success, (task_id, outcome.result.message)
                 request = parity.grade_request(task_id, outcome.artifacts.messages)
