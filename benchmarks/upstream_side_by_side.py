@@ -19,9 +19,10 @@ the share of a task's trials that succeeded, success = reward 1), with a 95% t-i
 infrastructure errors are left out first (as our `tau2_pass_hat_k` view does) and counted beside, while upstream
 26.3's `compute_metrics` scores its agent/user errors as 0.
 
-**BFCL** (`bfcl generate` + `bfcl evaluate`, bfcl-eval 2026.3.23): its generation imports provider SDKs, a
-tokenizer stack and more, so it gets a venv of its own with the full dependency list, made by `--install-bfcl`
-under the cache root (`<cache>/venvs/bfcl-full-2026.3.23`, never by CI, never the project's venv). bfcl-eval
+**BFCL** (`bfcl generate` + `bfcl evaluate`, bfcl-eval 2026.3.23): its generation imports every provider SDK it
+supports, so it gets a venv of its own, made by `--install-bfcl` under the cache root
+(`<cache>/venvs/bfcl-generate-2026.3.23`; never by CI, never the project's venv) with every dependency bfcl-eval
+declares but sentence-transformers (a deep-learning stack that only the memory categories import). bfcl-eval
 2026.3.23 has no generic "any OpenAI-compatible model" entry: its function-calling handlers are bound to the
 models it registers. The one that speaks Chat Completions and honours `OPENAI_BASE_URL` is
 `OpenAICompletionsHandler`, registered only as `openbmb/MiniCPM-SALA-FC` (`constants/model_config.py`), so the
@@ -78,6 +79,10 @@ PLACEHOLDER_KEY = "EMPTY"
 #: under this name (bfcl_eval/constants/model_config.py): the local server must answer to it.
 BFCL_OPENAI_COMPATIBLE_MODEL = "openbmb/MiniCPM-SALA-FC"
 BFCL_PACKAGE = "bfcl-eval==2026.3.23"
+#: Declared by bfcl-eval but left out of the generation venv (see `ensure_bfcl_venv`).
+BFCL_LEFT_OUT = ("sentence-transformers",)
+#: Imported on bfcl's way in (by qwen-agent's `utils`) but declared by nothing it depends on.
+BFCL_UNDECLARED = ("soundfile",)
 #: upstream τ²'s own step limit (`tau2 run --max-steps` default: messages of both sides); ours counts the agent's
 #: steps only, so half of it.
 TAU2_UPSTREAM_MAX_STEPS = 200
@@ -170,14 +175,15 @@ def our_successes(sweep_id: str, model_name: str) -> tuple[dict[str, list[bool]]
 
 
 def sweep_models(
-    agent: str, user: str | None, base_url: str, temperature: float, max_steps: int
+    agent: str, user: str | None, base_url: str, temperature: float, max_steps: int, request_timeout: float
 ) -> list[dict[str, Any]]:
     """The agent (with its user model) and, when another model plays the user, that model too: a sweep names its
     user model among its models, so it also runs as an agent; only the agent's rollouts are compared."""
 
     def entry(name: str) -> dict[str, Any]:
         model = {"name": _model_key(name), "model": name, "provider": "custom", "base_url": base_url,
-                 "api_key_env": KEY_VARIABLE, "temperature": temperature, "max_steps": max_steps}  # fmt: skip
+                 "api_key_env": KEY_VARIABLE, "temperature": temperature, "max_steps": max_steps,
+                 "request_timeout_seconds": request_timeout}  # fmt: skip
         return model | ({"user_model": _model_key(user)} if user else {})
 
     return [entry(agent)] + ([entry(user)] if user and user != agent else [])
@@ -259,7 +265,7 @@ def run_tau2(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                                  args.temperature, args.max_parallel, key)  # fmt: skip
         sweep_id = f"side-by-side-{family.replace('_', '-')}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
         scenario = {"id": family, "tasks": [f"{family}_{task_id}" for task_id in task_ids]}
-        models = sweep_models(agent, user, base_url, args.temperature, OUR_MAX_STEPS)
+        models = sweep_models(agent, user, base_url, args.temperature, OUR_MAX_STEPS, args.request_timeout)
         exit_status = run_our_sweep(workdir, sweep_id, scenario, models, args.trials, args.max_parallel)
         ours_by_task, our_errors = our_successes(sweep_id, _model_key(agent))
     finally:
@@ -292,20 +298,35 @@ def run_tau2(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 def bfcl_venv() -> Path:
     from eval_pipelines.inputs.paths import cache_dir
 
-    return cache_dir() / "venvs" / f"bfcl-full-{BFCL_PACKAGE.split('==')[1]}"
+    return cache_dir() / "venvs" / f"bfcl-generate-{BFCL_PACKAGE.split('==')[1]}"
 
 
 def ensure_bfcl_venv(install: bool) -> Path:
-    """The interpreter of the full bfcl-eval venv, made when `install` (minutes, hundreds of MB)."""
+    """The `bfcl` command of the generation venv, made when `install`: bfcl-eval with every dependency it declares
+    except sentence-transformers, which pulls a deep-learning stack and is imported only by the memory
+    categories' vector backend (`func_source_code/memory_vector.py`), never by multi-turn generation or grading."""
     venv = bfcl_venv()
     marker = venv / ".complete"
     if marker.is_file():
         return venv / "bin" / "bfcl"
     if not install:
-        raise SystemExit(f"{venv}: no full bfcl-eval venv; add --install-bfcl to make it (downloads its dependencies)")
+        raise SystemExit(f"{venv}: no bfcl-eval generation venv; add --install-bfcl to make it (downloads its deps)")
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", BFCL_PACKAGE], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, "--no-deps", BFCL_PACKAGE], check=True)
+    declared = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m; print(*m.requires('bfcl-eval'), sep='\\n')",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    wanted = [r for r in declared if "extra ==" not in r and not r.lower().startswith(BFCL_LEFT_OUT)]
+    subprocess.run([*pip, *wanted, *BFCL_UNDECLARED], check=True)
     marker.write_text(BFCL_PACKAGE + "\n", encoding="utf-8")
     return venv / "bin" / "bfcl"
 
@@ -353,7 +374,7 @@ def run_bfcl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     upstream = bfcl_upstream(workdir, bfcl, category, task_ids, args.base_url, args.temperature, key)
     sweep_id = f"side-by-side-{family.replace('_', '-')}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
     models = sweep_models(args.model or BFCL_OPENAI_COMPATIBLE_MODEL, None, args.base_url, args.temperature,
-                          OUR_BFCL_MAX_STEPS)  # fmt: skip
+                          OUR_BFCL_MAX_STEPS, args.request_timeout)  # fmt: skip
     exit_status = run_our_sweep(workdir, sweep_id, {"id": family, "tasks": task_ids}, models, 1, args.max_parallel)
     ours, our_errors = our_successes(sweep_id, models[0]["name"])
     return {
@@ -434,6 +455,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--workdir", type=Path, default=None, help="keep both harnesses' files here")
         p.add_argument("--out", default=str(RESULTS_DIR), help="where the .json and .md go ('' = nowhere)")
         p.add_argument("--simulated", action="store_true", help="start the simulated endpoint (sim-oracle, sim-user)")
+        p.add_argument(
+            "--request-timeout",
+            type=float,
+            default=600.0,
+            help="seconds one model call may take, on our side (a slow "
+            "local server answers the agent and the user one at a time)",
+        )
     tau2 = sub.choices[TAU2]
     tau2.add_argument("--domain", choices=("airline", "retail"), default="airline")
     tau2.add_argument("--user-model", help="the user simulator's model id at the endpoint (default: --model)")
