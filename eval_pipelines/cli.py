@@ -31,6 +31,7 @@ from eval_pipelines.inputs.sweeps import (
     run_name,
     selected_task_ids,
     sweep_scenarios,
+    user_model_for,
 )
 from eval_pipelines.lib.confine import make_undumpable
 from eval_pipelines.lib.redact import install_log_redaction
@@ -109,7 +110,9 @@ def checked_scenarios(sweep: SweepConfig, catalog: ScenarioCatalog, config_path:
     # The benchmarks the sweep names are made (once per pinned version) before its scenarios are resolved.
     scenarios = sweep_scenarios(sweep, catalog, source=str(config_path), prepare=ensure_materialised)
     for scenario in scenarios:
-        selected_task_ids(sweep, scenario, str(config_path))  # an entry's unknown task or split fails here
+        chosen = selected_task_ids(sweep, scenario, str(config_path))  # an entry's unknown task or split fails here
+        for model in sweep.models:
+            user_model_for(sweep, model, scenario, chosen, str(config_path))  # a simulated user needs its model
     known_tasks = {task_id for s in scenarios for task_id in s.tasks()}
     for index, task_id in enumerate(sweep.task_ids or []):
         if task_id not in known_tasks:

@@ -19,7 +19,14 @@ from pydantic import ValidationError
 from eval_pipelines.inputs.paths import sweeps_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles, partition_key
 from eval_pipelines.schemas.model_config import ModelConfig
-from eval_pipelines.schemas.sweep import CRON_MACROS_MORE_THAN_DAILY, SweepConfig, SweepModel
+from eval_pipelines.schemas.scenarios import SimulatedUserSpec
+from eval_pipelines.schemas.sweep import (
+    CRON_MACROS_MORE_THAN_DAILY,
+    SIMULATED_BASE_URL,
+    SIMULATED_USER_MODEL,
+    SweepConfig,
+    SweepModel,
+)
 
 #: In a sweep's `scenarios`, this stands for every scenario in the catalog (generated ones included).
 ALL_SCENARIOS = "*"
@@ -183,6 +190,35 @@ def selected_task_ids(sweep: SweepConfig, scenario: ScenarioFiles, source: str =
     if entry.limit is not None:
         chosen = chosen[: entry.limit]
     return chosen
+
+
+#: Who plays a simulated user when a sweep of simulated models names nobody.
+DEFAULT_SIMULATED_USER = SweepModel(name=SIMULATED_USER_MODEL, model=SIMULATED_USER_MODEL, base_url=SIMULATED_BASE_URL)
+
+
+def user_model_for(
+    sweep: SweepConfig, model: SweepModel, scenario: ScenarioFiles, task_ids: list[str], source: str = "sweep config"
+) -> SweepModel | None:
+    """The model that plays the users and NPCs of `model`'s rollouts: its own `user_model`, else the sweep's. A
+    task whose user is simulated (τ²-bench) needs one: `sim-user` when every model of the sweep is simulated,
+    else ConfigError naming the field, since a real model's number must not rest on an offline stand-in."""
+    if model.user_model:
+        named = next((m for m in sweep.models if m.name == model.user_model), None)
+        if named is None:
+            raise ConfigError(f"{source}: models[{model.name}].user_model: no model named {model.user_model!r}")
+        return named
+    if sweep.user_model is not None:
+        return sweep.user_model
+    tasks = scenario.tasks()
+    if not any(isinstance(tasks[t].user, SimulatedUserSpec) for t in task_ids if t in tasks):
+        return None
+    if all(m.is_simulated for m in sweep.models):
+        return DEFAULT_SIMULATED_USER
+    raise ConfigError(
+        f"{source}: user_model: the tasks of {scenario.scenario_id} talk with a simulated user; name the model that "
+        f"plays it (user_model: {{name, model, base_url, ...}}, or `{SIMULATED_USER_MODEL}` on base_url "
+        f"{SIMULATED_BASE_URL} for the offline stand-in)"
+    )
 
 
 def natural_order(name: str) -> list[tuple[int, int | str]]:

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from eval_pipelines.clients.backend import EvaluationBackend, ProgressCallback
 from eval_pipelines.inputs.scenarios import ScenarioFiles
-from eval_pipelines.inputs.sweeps import ConfigError, model_config_for, run_name, selected_task_ids
+from eval_pipelines.inputs.sweeps import model_config_for, run_name, selected_task_ids, user_model_for
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.pipeline.restored_servers import RestoredServers
 from eval_pipelines.schemas.artifacts import STORED_ARTIFACTS_SUFFIX, RunArtifacts, UnreadableArtifacts
@@ -67,12 +67,10 @@ def launch_request(
         "rollout_timeout_seconds": sweep.rollout_timeout_seconds,
     }
     called = [model]
-    if model.user_model:
-        npc_model = next((m for m in sweep.models if m.name == model.user_model), None)
-        if npc_model is None:
-            raise ConfigError(f"{source}: models[{model.name}].user_model: no model named {model.user_model!r}")
-        body["user_model_config"] = model_config_for(npc_model, source=source)
-        called.append(npc_model)
+    user_model = user_model_for(sweep, model, scenario, body["task_ids"], source)
+    if user_model is not None:
+        body["user_model_config"] = model_config_for(user_model, source=source)
+        called.append(user_model)
     # A rollout calls its agent model, and the NPC model inside a tool call, one call at a time: the rollouts
     # running at once are the calls in flight to each, so a model's max_concurrency caps the run's parallelism.
     body["max_parallel"] = min([sweep.max_parallel, *(m.max_concurrency for m in called if m.max_concurrency)])

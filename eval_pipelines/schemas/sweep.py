@@ -35,6 +35,8 @@ from eval_pipelines.schemas.runs import (
 SIMULATED_BASE_URL = "sim://local"
 #: Every simulated model's name starts with this, so no table or report can mistake one for a real model.
 SIMULATED_PREFIX = "sim-"
+#: The simulated model that plays a task's user offline (served beside the simulated agents).
+SIMULATED_USER_MODEL = "sim-user"
 
 
 def is_simulated_model(name: str) -> bool:
@@ -155,6 +157,12 @@ class SweepConfig(StrictModel):
     )
     task_ids: list[str] | None = Field(default=None, description="default: every task of each scenario")
     cron: str | None = Field(default=None, description="schedule for this sweep; none means manual only")
+    user_model: SweepModel | None = Field(
+        default=None,
+        description="the model that plays the simulated users (τ²-bench's customers) and NPCs of every model's "
+        "rollouts, unless a model names its own `user_model`; default: `sim-user` when every model of the sweep "
+        "is simulated, else a task with a simulated user makes the sweep refuse to start",
+    )
     rubric_judge: SweepModel | None = Field(
         default=None,
         description="a model that also judges every rollout against its task's rubric (judge validity); "

@@ -43,7 +43,7 @@ from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError
 from eval_pipelines.llm.history import summarised_call_count
 from eval_pipelines.llm.types import TOOL_NAME_SEPARATOR, ChatMessage, ChatRequest, wire_tool_name
 from eval_pipelines.schemas.scenarios import SimulatedUserSpec, Task
-from eval_pipelines.schemas.sweep import SIMULATED_PREFIX, is_simulated_model
+from eval_pipelines.schemas.sweep import SIMULATED_PREFIX, SIMULATED_USER_MODEL, is_simulated_model
 from eval_pipelines.schemas.tools import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 SIM_ORACLE = "sim-oracle"
 SIM_NOISY = "sim-noisy"
 SIM_NOOP = "sim-noop"
-SIM_USER = "sim-user"
+SIM_USER = SIMULATED_USER_MODEL
 SIMULATED_MODELS: tuple[str, ...] = (SIM_ORACLE, SIM_NOISY, SIM_NOOP)
 SIMULATED_FINGERPRINT = "simulated"
 DEFAULT_NOISE = 0.35
