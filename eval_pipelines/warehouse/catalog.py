@@ -62,9 +62,25 @@ def table_glob(root: Path, spec: TableSpec) -> str:
     return "/".join([str(root / spec.name), *parts])
 
 
-def table_view_sql(root: Path, spec: TableSpec, has_files: bool, *, glob: str | None = None) -> str:
+def create_table_view(
+    con: duckdb.DuckDBPyConnection, root: Path, spec: TableSpec, has_files: bool, *, glob: str | None = None
+) -> None:
+    """Create the view of one table (see `table_view_sql`). A nullable column that none of the files has yet (they
+    were written before it existed) is NULL in the view, so the metric views that read it work on old data."""
+    con.execute(table_view_sql(root, spec, has_files, glob=glob))
+    if not has_files:
+        return
+    present = {str(row[0]) for row in con.execute(f"describe {spec.name}").fetchall()}
+    missing = [f for f in spec.schema if f.nullable and f.name not in present]
+    if missing:
+        con.execute(table_view_sql(root, spec, has_files, glob=glob, missing=missing))
+
+
+def table_view_sql(
+    root: Path, spec: TableSpec, has_files: bool, *, glob: str | None = None, missing: Sequence[pa.Field] = ()
+) -> str:
     """The view of a table over the whole warehouse at `root`, or over the files matching `glob` in the folder
-    `root` (one partition: its Hive columns still come from the path)."""
+    `root` (one partition: its Hive columns still come from the path); `missing` columns are added as NULL."""
     if has_files:
         # Hive values are pinned to VARCHAR: DuckDB would otherwise read `scenario=2024` as BIGINT and a
         # partition key like `1.5` as a number.
@@ -74,7 +90,8 @@ def table_view_sql(root: Path, spec: TableSpec, has_files: bool, *, glob: str | 
             "hive_partitioning = true, "
             f"hive_types = {{{hive_types}}}, union_by_name = true)"
         )
-        return f"create or replace view {spec.name} as select * from {source}"
+        added = "".join(f", cast(null as {duckdb_type(f.type)}) as {_quote_ident(f.name)}" for f in missing)
+        return f"create or replace view {spec.name} as select *{added} from {source}"
     # Same columns and types as the populated view, so queries written against a fresh warehouse keep working.
     casts = [f"cast(null as {duckdb_type(f.type)}) as {_quote_ident(f.name)}" for f in spec.schema]
     casts += [f"cast(null as VARCHAR) as {_quote_ident(c)}" for c in spec.partition_by]
@@ -105,7 +122,7 @@ def build_catalog(warehouse_root: Path, duckdb_path: Path) -> CatalogSummary:
         con = duckdb.connect(str(tmp))
         try:
             for spec in TABLE_SPECS.values():
-                con.execute(table_view_sql(root, spec, has_files=bool(warehouse.files(spec.name))))
+                create_table_view(con, root, spec, has_files=bool(warehouse.files(spec.name)))
                 views.append(spec.name)
             for metric in METRIC_VIEWS:
                 con.execute(metric.statement())
@@ -145,7 +162,7 @@ def partition_scores(
             spec = table_spec(name)
             files = warehouse.partition_files(name, model_key=model_key, scenario_key=scenario_key)
             folder = files[0].parent if files else root
-            con.execute(table_view_sql(folder, spec, has_files=bool(files), glob=f"*{PARQUET_SUFFIX}"))
+            create_table_view(con, folder, spec, has_files=bool(files), glob=f"*{PARQUET_SUFFIX}")
         for metric in (VERIFICATIONS_LATEST, ROLLOUT_SCORES):
             con.execute(metric.statement())
         rows = con.execute(
@@ -165,7 +182,7 @@ def in_memory_catalog(warehouse_root: Path, metrics: Sequence[MetricView]) -> du
     con = duckdb.connect()
     try:
         for spec in TABLE_SPECS.values():
-            con.execute(table_view_sql(root, spec, has_files=bool(warehouse.files(spec.name))))
+            create_table_view(con, root, spec, has_files=bool(warehouse.files(spec.name)))
         for metric in metrics:
             con.execute(metric.statement())
     except BaseException:

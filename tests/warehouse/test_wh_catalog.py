@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
@@ -326,3 +327,20 @@ def test_summary_row_counts(populated: Path, tmp_path: Path) -> None:
     assert summary.row_counts["tasks"] == 2
     assert summary.row_counts["tool_calls"] == 2 * len(ROLLOUTS)
     assert summary.row_counts["state_diffs"] == 2 * len(ROLLOUTS)
+
+
+def test_a_warehouse_written_before_a_nullable_column_existed_still_builds(tmp_path: Path) -> None:
+    """Tasks files from before `tasks.benchmark`: the column reads NULL, and the views that use it (parity,
+    bfcl_accuracy, tau2_pass_hat_k) build instead of failing the whole catalog."""
+    from tests.reports.synthetic_warehouse import attempts_with, write_warehouse
+
+    root = tmp_path / "warehouse"
+    write_warehouse(root, attempts_with({"t1": (2, 1)}))
+    for tasks_file in (root / "tasks").rglob("*.parquet"):
+        old = pq.read_table(tasks_file)
+        pq.write_table(old.drop_columns(["benchmark"]), tasks_file)
+        assert "benchmark" not in pq.read_schema(tasks_file).names
+    db = build_catalog(root, tmp_path / "eval.duckdb").path
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("select task_id, benchmark from tasks").fetchall() == [("t1", None)]
+        assert con.execute("select count(*) from bfcl_accuracy").fetchone() == (0,)
