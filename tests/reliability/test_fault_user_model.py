@@ -61,7 +61,8 @@ def test_a_sweep_whose_user_model_is_down_exits_with_user_simulator_errors(tmp_p
         "error_retries: 0\n"
         "models:\n"
         "  - {name: oracle, model: sim-oracle, base_url: 'sim://local'}\n"
-        f"user_model: {{name: dead-user, model: qwen, base_url: 'http://127.0.0.1:{port}/v1', api_key_env: DEAD_KEY}}\n",
+        "user_model:\n"
+        f"  {{name: dead-user, model: qwen, base_url: 'http://127.0.0.1:{port}/v1', api_key_env: DEAD_KEY}}\n",
         encoding="utf-8",
     )
     data = tmp_path / "data"

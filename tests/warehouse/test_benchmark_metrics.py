@@ -18,6 +18,8 @@ from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
 from tests.support.benchmark_warehouse import SyntheticRollout, write_sweep
 
 SWEEP = "sweep-bench"
+
+
 def upstream_python(name: str) -> str:
     """The benchmark's own interpreter: the project's cached environment, made on first use (or the interpreter
     EVAL_PIPELINES_BENCHMARK_PYTHON_<NAME> names)."""
