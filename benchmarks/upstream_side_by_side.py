@@ -126,20 +126,27 @@ def per_task_agreement(ours: Mapping[str, Sequence[bool]], upstream: Mapping[str
 
 
 def run_our_sweep(
-    workdir: Path, sweep_id: str, scenario: dict[str, Any], models: list[dict[str, Any]], trials: int, parallel: int
+    workdir: Path,
+    sweep_id: str,
+    scenario: dict[str, Any],
+    agent: dict[str, Any],
+    user: dict[str, Any] | None,
+    trials: int,
+    parallel: int,
 ) -> int:
-    """`eval-pipelines sweep` over one benchmark scenario entry; its exit status (3: errors above the threshold,
-    which is a result here, not a failure of the comparison)."""
+    """`eval-pipelines sweep` of `agent` over one benchmark scenario entry, `user` playing the simulated users (the
+    sweep's `user_model`, not an agent of its own); its exit status (3: errors above the threshold, which is a
+    result here, not a failure of the comparison)."""
     import yaml
 
     config = {
         "name": sweep_id.rsplit("-", 1)[0],
         "description": "side by side with the upstream harness",
         "scenarios": [scenario],
-        "models": models,
+        "models": [agent],
         "rollout_count": trials,
         "max_parallel": parallel,
-    }
+    } | ({"user_model": user} if user else {})
     path = workdir / "sweep.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     command = [str(Path(sys.executable).with_name("eval-pipelines")), "sweep", "--config", str(path),
@@ -174,19 +181,11 @@ def our_successes(sweep_id: str, model_name: str) -> tuple[dict[str, list[bool]]
     return by_task, errors
 
 
-def sweep_models(
-    agent: str, user: str | None, base_url: str, temperature: float, max_steps: int, request_timeout: float
-) -> list[dict[str, Any]]:
-    """The agent (with its user model) and, when another model plays the user, that model too: a sweep names its
-    user model among its models, so it also runs as an agent; only the agent's rollouts are compared."""
-
-    def entry(name: str) -> dict[str, Any]:
-        model = {"name": _model_key(name), "model": name, "provider": "custom", "base_url": base_url,
-                 "api_key_env": KEY_VARIABLE, "temperature": temperature, "max_steps": max_steps,
-                 "request_timeout_seconds": request_timeout}  # fmt: skip
-        return model | ({"user_model": _model_key(user)} if user else {})
-
-    return [entry(agent)] + ([entry(user)] if user and user != agent else [])
+def sweep_model(name: str, base_url: str, temperature: float, max_steps: int, request_timeout: float) -> dict[str, Any]:
+    """A sweep's model entry for a model id at the endpoint, its key read from KEY_VARIABLE."""
+    return {"name": _model_key(name), "model": name, "provider": "custom", "base_url": base_url,
+            "api_key_env": KEY_VARIABLE, "temperature": temperature, "max_steps": max_steps,
+            "request_timeout_seconds": request_timeout}  # fmt: skip
 
 
 def _model_key(model: str) -> str:
@@ -265,9 +264,12 @@ def run_tau2(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                                  args.temperature, args.max_parallel, key)  # fmt: skip
         sweep_id = f"side-by-side-{family.replace('_', '-')}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
         scenario = {"id": family, "tasks": [f"{family}_{task_id}" for task_id in task_ids]}
-        models = sweep_models(agent, user, base_url, args.temperature, OUR_MAX_STEPS, args.request_timeout)
-        exit_status = run_our_sweep(workdir, sweep_id, scenario, models, args.trials, args.max_parallel)
-        ours_by_task, our_errors = our_successes(sweep_id, _model_key(agent))
+        settings = (base_url, args.temperature, OUR_MAX_STEPS, args.request_timeout)
+        agent_entry, user_entry = sweep_model(agent, *settings), sweep_model(user, *settings)
+        exit_status = run_our_sweep(
+            workdir, sweep_id, scenario, agent_entry, user_entry, args.trials, args.max_parallel
+        )  # fmt: skip
+        ours_by_task, our_errors = our_successes(sweep_id, agent_entry["name"])
     finally:
         if endpoint is not None:
             endpoint.stop()
@@ -373,15 +375,17 @@ def run_bfcl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     os.environ[KEY_VARIABLE] = key
     upstream = bfcl_upstream(workdir, bfcl, category, task_ids, args.base_url, args.temperature, key)
     sweep_id = f"side-by-side-{family.replace('_', '-')}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
-    models = sweep_models(args.model or BFCL_OPENAI_COMPATIBLE_MODEL, None, args.base_url, args.temperature,
-                          OUR_BFCL_MAX_STEPS, args.request_timeout)  # fmt: skip
-    exit_status = run_our_sweep(workdir, sweep_id, {"id": family, "tasks": task_ids}, models, 1, args.max_parallel)
-    ours, our_errors = our_successes(sweep_id, models[0]["name"])
+    agent = sweep_model(args.model or BFCL_OPENAI_COMPATIBLE_MODEL, args.base_url, args.temperature,
+                        OUR_BFCL_MAX_STEPS, args.request_timeout)  # fmt: skip
+    # BFCL's users are scripted: no model plays them.
+    scenario = {"id": family, "tasks": task_ids}
+    exit_status = run_our_sweep(workdir, sweep_id, scenario, agent, None, 1, args.max_parallel)
+    ours, our_errors = our_successes(sweep_id, agent["name"])
     return {
         "benchmark": BFCL,
         "category": category,
         "task_ids": task_ids,
-        "agent_model": models[0]["model"],
+        "agent_model": agent["model"],
         "endpoint": args.base_url,
         "upstream": {
             "harness": f"bfcl generate + evaluate ({BFCL_PACKAGE}, {BFCL_OPENAI_COMPATIBLE_MODEL})",
