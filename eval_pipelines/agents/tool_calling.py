@@ -135,6 +135,20 @@ def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
     return parsed, None
 
 
+def _read_reply(completion: ChatCompletion) -> tuple[str | None, list[_ReplyCall]]:
+    """The reply's text and tool calls, every text made encodable once, here: a lone surrogate (valid JSON,
+    emitted by byte-level tokenizers) would otherwise fail the next request, the record or the Parquet write."""
+    if not completion.choices:
+        raise ValueError("model returned no choices")
+    reply = completion.choices[0].message
+    content = None if reply.content is None else replace_lone_surrogates(reply.content)
+    calls = [
+        _ReplyCall(replace_lone_surrogates(c.id), replace_lone_surrogates(c.function.name), c.function.arguments)
+        for c in reply.tool_calls or []
+    ]
+    return content, calls
+
+
 class ToolCallingAgent(BaseAgent):
     """One LLM call per step, up to `max_steps`; every requested tool call is executed; a reply without tool
     calls is the final observation. The model sees each tool as `<tool_server>__<tool_name>` (or by its own name
@@ -232,19 +246,8 @@ class ToolCallingAgent(BaseAgent):
     async def run(self, instruction: str, environment: BaseEnvironment, context: RunArtifacts) -> None:
         if not self._tools:
             await self.setup(environment)
-        if self.system_prompt is not None:
-            system_prompt = self.system_prompt
-        else:
-            system_prompt = self.model_config.system_prompt or DEFAULT_SYSTEM_PROMPT
-        messages: list[dict[str, Any]] = []
-        if system_prompt:
-            self._say(context, messages, "system", system_prompt)
-        user = self.user
-        if user is not None and user.agent_greeting is not None:
-            self._say(context, messages, "assistant", user.agent_greeting)
-        opening = await user.opening() if user is not None else None
-        self._say(context, messages, "user", instruction if opening is None else opening)
-        if user is not None and user.ending is not None:
+        messages = await self._open(instruction, context)
+        if self.user is not None and self.user.ending is not None:
             context.metadata[META_TERMINATION] = TerminationReason.FINAL_RESPONSE.value
             return
         every = self.model_config.summarize_every_n_turns
@@ -262,38 +265,53 @@ class ToolCallingAgent(BaseAgent):
                     context.metadata[META_SUMMARIES] = context.metadata.get(META_SUMMARIES, 0) + 1
             completion = await self.client.complete(self._request(messages))
             self._account(context, completion)
-            if not completion.choices:
-                raise ValueError("model returned no choices")
-            reply = completion.choices[0].message
-            # Every text of the reply is made encodable once, here: a lone surrogate (valid JSON, emitted by
-            # byte-level tokenizers) would otherwise fail the next request, the record or the Parquet write.
-            content = None if reply.content is None else replace_lone_surrogates(reply.content)
-            tool_calls = [
-                _ReplyCall(
-                    replace_lone_surrogates(c.id), replace_lone_surrogates(c.function.name), c.function.arguments
-                )
-                for c in reply.tool_calls or []
-            ]
-            if not tool_calls:
-                text = content or ""
-                self._say(context, messages, "assistant", text)
-                context.set_final_observation(text)
-                said = await user.reply(text) if user is not None else None
-                if said is None:
-                    context.metadata[META_TERMINATION] = TerminationReason.FINAL_RESPONSE.value
-                    return
-                self._say(context, messages, "user", said.text)
-                if said.ending is not None:
-                    context.metadata[META_TERMINATION] = TerminationReason.FINAL_RESPONSE.value
-                    return
-                if said.unlocked_tools:
-                    environment.unlock_tools(said.unlocked_tools)
-                    await self.setup(environment)
-                steps_in_turn = 0
+            content, tool_calls = _read_reply(completion)
+            if tool_calls:
+                await self._answer_calls(environment, context, messages, content, tool_calls)
                 continue
-            await self._answer_calls(environment, context, messages, content, tool_calls)
+            if await self._end_turn(environment, context, messages, content or ""):
+                context.metadata[META_TERMINATION] = TerminationReason.FINAL_RESPONSE.value
+                return
+            steps_in_turn = 0
         context.metadata[META_TERMINATION] = TerminationReason.MAX_STEPS.value
         context.set_error(MSG_MAX_STEPS)
+
+    async def _open(self, instruction: str, context: RunArtifacts) -> list[dict[str, Any]]:
+        """The conversation up to the first user message: the system prompt (the task's, else the model's, else
+        the default; an empty one sends none), a multi-turn user's greeting from the agent, then the user's
+        opening (the instruction when the user does not speak first)."""
+        system_prompt = (
+            self.system_prompt
+            if self.system_prompt is not None
+            else self.model_config.system_prompt or DEFAULT_SYSTEM_PROMPT
+        )
+        messages: list[dict[str, Any]] = []
+        if system_prompt:
+            self._say(context, messages, "system", system_prompt)
+        user = self.user
+        if user is not None and user.agent_greeting is not None:
+            self._say(context, messages, "assistant", user.agent_greeting)
+        opening = await user.opening() if user is not None else None
+        self._say(context, messages, "user", instruction if opening is None else opening)
+        return messages
+
+    async def _end_turn(
+        self, environment: BaseEnvironment, context: RunArtifacts, messages: list[dict[str, Any]], text: str
+    ) -> bool:
+        """A reply without tool calls ends the agent's turn: the user (if any) answers. True when the
+        conversation is over (no user, the user has nothing more to say, or it said a stop token)."""
+        self._say(context, messages, "assistant", text)
+        context.set_final_observation(text)
+        said = await self.user.reply(text) if self.user is not None else None
+        if said is None:
+            return True
+        self._say(context, messages, "user", said.text)
+        if said.ending is not None:
+            return True
+        if said.unlocked_tools:
+            environment.unlock_tools(said.unlocked_tools)
+            await self.setup(environment)
+        return False
 
     async def _answer_calls(
         self,

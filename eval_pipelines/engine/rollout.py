@@ -403,51 +403,8 @@ class RolloutEngine:
             await asyncio.gather(agent_task, return_exceptions=True)
         _record_usage(artifacts, meter)
         if agent_task not in done:
-            if cancel.is_set():
-                artifacts.set_error(MSG_CANCELLED)
-                return _Ending(RolloutStatus.FAILED, TerminationReason.CANCELLED, ErrorClass.CANCELLED)
-            if unanswered is not None and unanswered_role == ROLE_USER:
-                artifacts.set_error(unanswered)
-                return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.USER_SIMULATOR)
-            if unanswered is not None:
-                # The time ran out on the endpoint (a hang, a trickled reply, 429s and back-offs): only the time
-                # the agent spent between answered requests is its own timeout.
-                artifacts.set_error(MSG_AGENT_FAILED.format(error=unanswered))
-                return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR, ErrorClass.MODEL_ENDPOINT)
-            artifacts.set_error(MSG_TIMEOUT)
-            artifacts.metadata[META_TIMEOUT] = True
-            return _Ending(RolloutStatus.FAILED, TerminationReason.TIMEOUT)
-        try:
-            agent_task.result()
-        except asyncio.CancelledError:
-            artifacts.set_error(MSG_CANCELLED)
-            return _Ending(RolloutStatus.FAILED, TerminationReason.CANCELLED, ErrorClass.CANCELLED)
-        except ToolServerUnavailable as exc:
-            artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
-            return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.TOOL_SERVER)
-        except UserSimulatorError as exc:
-            # The user's model, not the agent's, failed: the conversation cannot go on, and says nothing of the agent.
-            artifacts.set_error(str(exc))
-            return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.USER_SIMULATOR)
-        except LLMError as exc:
-            # The endpoint failed (unreachable, refused, rate limited after retries, 5xx, timeout, garbage):
-            # nothing was learned about the model's skill.
-            artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
-            return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR, ErrorClass.MODEL_ENDPOINT)
-        except Exception as exc:
-            if type(agent) is ToolCallingAgent:
-                # The reference agent is this project's code: what it raises while handling a model's reply
-                # (encoding, serialising, recording) is the harness's fault, and must not count against the model.
-                # A custom agent's own crash (a subclass included) stays the agent's failure.
-                artifacts.set_error(MSG_REFERENCE_AGENT_FAULT.format(error=f"{type(exc).__name__}: {exc}"))
-                return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.INTERNAL)
-            artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
-            return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR)
-        flag_text_tool_call(artifacts)
-        declared = artifacts.metadata.get(META_TERMINATION)
-        if declared == TerminationReason.MAX_STEPS.value:
-            return _Ending(RolloutStatus.COMPLETED, TerminationReason.MAX_STEPS)
-        return _Ending(RolloutStatus.COMPLETED, TerminationReason.FINAL_RESPONSE)
+            return _unfinished_ending(artifacts, cancel.is_set(), unanswered, unanswered_role)
+        return _finished_ending(artifacts, agent_task, agent)
 
     async def _capture_state(
         self,
@@ -585,6 +542,60 @@ def _make_storable(artifacts: RunArtifacts) -> None:
             return  # not a surrogate: storing fails as it would have, with its own message
         for name in RunArtifacts.model_fields:
             setattr(artifacts, name, getattr(clean, name))
+
+
+def _unfinished_ending(
+    artifacts: RunArtifacts, cancelled: bool, unanswered: str | None, unanswered_role: str | None
+) -> _Ending:
+    """How a rollout ended whose agent was still running when it was cancelled or its time ran out."""
+    if cancelled:
+        artifacts.set_error(MSG_CANCELLED)
+        return _Ending(RolloutStatus.FAILED, TerminationReason.CANCELLED, ErrorClass.CANCELLED)
+    if unanswered is not None and unanswered_role == ROLE_USER:
+        artifacts.set_error(unanswered)
+        return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.USER_SIMULATOR)
+    if unanswered is not None:
+        # The time ran out on the endpoint (a hang, a trickled reply, 429s and back-offs): only the time the agent
+        # spent between answered requests is its own timeout.
+        artifacts.set_error(MSG_AGENT_FAILED.format(error=unanswered))
+        return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR, ErrorClass.MODEL_ENDPOINT)
+    artifacts.set_error(MSG_TIMEOUT)
+    artifacts.metadata[META_TIMEOUT] = True
+    return _Ending(RolloutStatus.FAILED, TerminationReason.TIMEOUT)
+
+
+def _finished_ending(artifacts: RunArtifacts, agent_task: asyncio.Future[None], agent: BaseAgent) -> _Ending:
+    """How a rollout ended whose agent returned or raised: what it raised decides whose fault an ending is."""
+    try:
+        agent_task.result()
+    except asyncio.CancelledError:
+        artifacts.set_error(MSG_CANCELLED)
+        return _Ending(RolloutStatus.FAILED, TerminationReason.CANCELLED, ErrorClass.CANCELLED)
+    except ToolServerUnavailable as exc:
+        artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
+        return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.TOOL_SERVER)
+    except UserSimulatorError as exc:
+        # The user's model, not the agent's, failed: the conversation cannot go on, and says nothing of the agent.
+        artifacts.set_error(str(exc))
+        return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.USER_SIMULATOR)
+    except LLMError as exc:
+        # The endpoint failed (unreachable, refused, rate limited after retries, 5xx, timeout, garbage): nothing
+        # was learned about the model's skill.
+        artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
+        return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR, ErrorClass.MODEL_ENDPOINT)
+    except Exception as exc:
+        if type(agent) is ToolCallingAgent:
+            # The reference agent is this project's code: what it raises while handling a model's reply (encoding,
+            # serialising, recording) is the harness's fault, and must not count against the model. A custom
+            # agent's own crash (a subclass included) stays the agent's failure.
+            artifacts.set_error(MSG_REFERENCE_AGENT_FAULT.format(error=f"{type(exc).__name__}: {exc}"))
+            return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.INTERNAL)
+        artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
+        return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR)
+    flag_text_tool_call(artifacts)
+    if artifacts.metadata.get(META_TERMINATION) == TerminationReason.MAX_STEPS.value:
+        return _Ending(RolloutStatus.COMPLETED, TerminationReason.MAX_STEPS)
+    return _Ending(RolloutStatus.COMPLETED, TerminationReason.FINAL_RESPONSE)
 
 
 def _record_usage(artifacts: RunArtifacts, meter: UsageMeter) -> None:
