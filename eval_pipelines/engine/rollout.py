@@ -220,9 +220,10 @@ class RolloutEngine:
         #: whoever sets it awaits `drain()` before closing `admin`.
         self.background_cleanup = background_cleanup
         self._cleanups: set[asyncio.Task[None]] = set()
-        #: tool server base URL -> its tool listing, read by the first rollout that reached it. A server's
-        #: tools do not change during a run, and every later rollout saves a request and its parsing.
-        self._tool_listings: dict[str, list[ToolDefinition]] = {}
+        #: (tool server base URL, scenario, task) -> the listing the first rollout of that task read. A task's
+        #: tools do not change during a run, and every later rollout saves a request and its parsing. Keyed by
+        #: task, not by server alone: a benchmark's server lists the tools of the classes a task's seed names.
+        self._tool_listings: dict[tuple[str, str, str], list[ToolDefinition]] = {}
 
     async def execute(
         self,
@@ -277,9 +278,9 @@ class RolloutEngine:
                 http_client=self.admin.http_client(),
                 mcp_servers=list(spec.mcp_servers),
                 known_tools={
-                    server: self._tool_listings[base]
+                    server: self._tool_listings[key]
                     for server in servers
-                    if (base := self._base_url(spec, server)) in self._tool_listings
+                    if (key := self._listing_key(spec, server)) in self._tool_listings
                 },
                 bare_tool_names=spec.task.bare_tool_names,
                 hidden_tools=spec.task.user.hidden_before() if isinstance(spec.task.user, ScriptedUserSpec) else (),
@@ -294,7 +295,7 @@ class RolloutEngine:
             if spec.agent_path is not None:
                 _make_storable(artifacts)
             for server, tools in environment.http_tool_listings().items():
-                self._tool_listings.setdefault(self._base_url(spec, server), tools)
+                self._tool_listings.setdefault(self._listing_key(spec, server), tools)
             snapshot_error = await self._capture_state(spec, environment, workspaces, initial, artifacts)
             # Verifiers run before teardown, so one that queries a server live (SimLab's do) finds it here.
             artifacts.metadata[META_TOOL_SERVERS] = dict(workspaces)
@@ -329,6 +330,10 @@ class RolloutEngine:
         """Wait for the workspace deletions still running in the background (see `background_cleanup`)."""
         while self._cleanups:
             await asyncio.gather(*list(self._cleanups), return_exceptions=True)
+
+    @classmethod
+    def _listing_key(cls, spec: RolloutSpec, server: str) -> tuple[str, str, str]:
+        return cls._base_url(spec, server), spec.scenario_id, spec.task.task_id
 
     @staticmethod
     def _base_url(spec: RolloutSpec, server: str) -> str:

@@ -15,11 +15,13 @@ from eval_pipelines.benchmarks import catalog
 from eval_pipelines.benchmarks.bfcl import adapter, parity
 from eval_pipelines.benchmarks.environments import ensure
 from eval_pipelines.benchmarks.worker import UpstreamWorker
-from eval_pipelines.engine.rollout import RolloutSpec
+from eval_pipelines.engine.clients import ChatClientPool
+from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import RolloutStatus, TerminationReason
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.toolservers.host import ToolServerHost
 from eval_pipelines.verifiers.loader import load_verifier_package
 from tests.engine.test_engine import _execute
@@ -81,10 +83,12 @@ async def test_the_oracle_passes_every_task_and_upstream_agrees(
     any_scenario = next(iter(scenarios.values()))
     model = serve(create_sim_app(ReferenceBook.from_catalog(ScenarioCatalog(any_scenario.root.parent))))
     worker = UpstreamWorker(ensure(adapter.ENVIRONMENT), adapter.WORKER_SCRIPT, adapter.ENVIRONMENT.worker_env)
+    # One engine for every task, as a run's rollouts share one: the `bfcl` server lists each task's own classes.
+    engine = RolloutEngine(ChatClientPool(), ToolServerAdmin())
     try:
         for family, task_ids in SUBSET.items():
             for task_id in task_ids:
-                outcome = await _execute(_spec(scenarios[family], task_id, model.url, bfcl_host))
+                outcome = await engine.execute(_spec(scenarios[family], task_id, model.url, bfcl_host))
                 assert outcome.status == RolloutStatus.COMPLETED, (task_id, outcome.artifacts.error)
                 assert outcome.result.success, (task_id, outcome.result.message)
                 request = parity.grade_request(task_id, outcome.artifacts.messages)
@@ -92,6 +96,8 @@ async def test_the_oracle_passes_every_task_and_upstream_agrees(
                 assert upstream["valid"] is True, (task_id, upstream)
     finally:
         await worker.close()
+        await engine.clients.aclose()
+        await engine.admin.aclose()
 
 
 def test_subset_names_real_tasks(scenarios: dict[str, ScenarioFiles]) -> None:
