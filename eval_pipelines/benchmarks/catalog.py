@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import importlib
 import json
 import shutil
@@ -43,7 +44,7 @@ from eval_pipelines.inputs.sweeps import ConfigError
 
 #: Where the adapters live; each module defines `ADAPTER`.
 ADAPTER_MODULES = ("eval_pipelines.benchmarks.bfcl.adapter", "eval_pipelines.benchmarks.tau2.adapter")
-#: Written last into a materialised family: the adapter's name and pinned version it was made from.
+#: Written last into a materialised family: the adapter's name, pinned version and code digest it was made from.
 MATERIALISED_MARKER = ".materialised.json"
 #: A materialised family's upstream splits, when upstream has any (`{split: [task_id, ...]}`).
 SPLITS_FILE = "splits.json"
@@ -125,7 +126,21 @@ def is_materialised(family: str, data_dir: Path | None = None) -> bool:
         made = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(made, dict) and made.get("version") == adapter.version and made.get("benchmark") == adapter.name
+    return (
+        isinstance(made, dict)
+        and made.get("version") == adapter.version
+        and made.get("benchmark") == adapter.name
+        and made.get("adapter_digest") == adapter_digest(adapter)
+    )
+
+
+def adapter_digest(adapter: BenchmarkAdapter) -> str:
+    """A digest of the adapter's own code (its folder's modules: scenario writer, upstream worker, verifier), so
+    a family made by an older adapter (an earlier gold or task format) is made again, not read stale."""
+    digest = hashlib.sha256()
+    for path in sorted(adapter.worker_script.parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def materialise(family: str, data_dir: Path | None = None) -> Path:
@@ -150,7 +165,12 @@ def materialise(family: str, data_dir: Path | None = None) -> Path:
                 raise RuntimeError(
                     f"adapter {adapter.name!r} wrote scenario_id {made!r} for {family}:{adapter.version}"
                 )
-            marker = {"benchmark": adapter.name, "family": family, "version": adapter.version}
+            marker = {
+                "benchmark": adapter.name,
+                "family": family,
+                "version": adapter.version,
+                "adapter_digest": adapter_digest(adapter),
+            }
             (staging / MATERIALISED_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
             if target.exists():
                 shutil.rmtree(target)

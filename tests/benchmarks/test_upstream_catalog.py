@@ -128,3 +128,20 @@ def test_the_dagster_partition_sync_materialises_the_benchmarks_a_sweep_names(ad
     assert adapter.materialised == 1
     assert f"{FAMILY}:1.0" in {key.keys_by_dimension["scenario"] for key in keys}
     assert adapter.materialised == 1 and len(sweep_partition_keys(_sweep("*"))) == len(keys) - 1
+
+
+def test_a_family_made_by_other_adapter_code_is_made_again(adapter: FakeAdapter, tmp_path: Path) -> None:
+    """The gold and the task format are the adapter's: an upgrade that changes its code remakes the family."""
+    code = tmp_path / "adapter_code"
+    code.mkdir()
+    script = code / adapter.worker_script.name
+    script.write_bytes(adapter.worker_script.read_bytes())
+    adapter.worker_script = script
+    data = tmp_path / "data"
+    catalog.materialise(FAMILY, data)
+    catalog.materialise(FAMILY, data)
+    assert adapter.materialised == 1
+    (code / "verifier_template.py").write_text("# the verifier changed\n")
+    assert not catalog.is_materialised(FAMILY, data)
+    catalog.materialise(FAMILY, data)
+    assert adapter.materialised == 2
