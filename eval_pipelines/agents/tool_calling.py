@@ -335,7 +335,11 @@ class ToolCallingAgent(BaseAgent):
         # request 15 MB), and what they were is not evidence of anything the rollout did.
         wire_calls += [_wire_call(call, REFUSED_ARGUMENTS) for call in over]
         messages.append({"role": "assistant", "content": content, "tool_calls": wire_calls})
-        context.record_message("assistant", content, tool_calls=wire_calls)
+        # The record keeps what the model wrote (exports and the transcript show its own text, malformed or not);
+        # only the history sent back carries arguments any endpoint parses.
+        said = [_wire_call(call, _storable(call.arguments)) for call in run]
+        said += [_wire_call(call, REFUSED_ARGUMENTS) for call in over]
+        context.record_message("assistant", content, tool_calls=said)
         for call, (arguments, problem) in zip(run, parsed, strict=True):
             result, call_record = await self._execute(environment, call, arguments, problem)
             observation = result.observation if isinstance(result.observation, str) else json.dumps(result.observation)
@@ -376,6 +380,10 @@ class _ReplyCall:
     id: str
     name: str
     arguments: str | None
+
+
+def _storable(arguments: str | None) -> str | None:
+    return None if arguments is None else replace_lone_surrogates(arguments)
 
 
 def _wire_call(call: _ReplyCall, arguments: str | None) -> dict[str, Any]:
