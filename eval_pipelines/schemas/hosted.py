@@ -9,11 +9,11 @@ reads (`meta.task_id`, `task`, `apps`, `npcs`) and the seed lists of its task li
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from eval_pipelines.schemas._base import WireModel
+from eval_pipelines.schemas._base import StrictModel, WireModel
 
 #: Top-level package of a verifier bundle: SimLab imports `collinear.scenarios.<family>.verifiers.<module>`.
 VERIFIER_PACKAGE_ROOT = "collinear"
@@ -34,6 +34,66 @@ SIMLAB_SERVER_NAMES: dict[str, str] = {
     "files": "files",
     "records": "records",
 }
+#: SimLab's apps (its catalog's toolsets, `src/simlab/catalog/tools/<name>.yaml`) -> the names a task file may
+#: give one: the catalog name, its display name, its compose service and the names SimLab's own examples give the
+#: server (the cookbook's email agent reaches SEC EDGAR through an MCP server it calls `edgar-mcp`).
+SIMLAB_APPS: dict[str, tuple[str, ...]] = {
+    "email": ("email", "email-env", "email (mailhog)"),
+    "calendar": ("calendar", "calendar-env", "calendar (baikal)", "chronos-server"),
+    "rocketchat": ("rocketchat", "rocketchat-env", "rocket.chat", "chat"),
+    "coding": ("coding", "coding-env", "coding environment", "files"),
+    "erp": ("erp", "erp-env"),
+    "crm": ("crm", "crm-env"),
+    "sec-edgar": ("sec-edgar", "sec-edgar-env", "sec edgar", "edgar-mcp"),
+    "twelve-data": ("twelve-data", "twelve-data-env", "twelve data"),
+    "frappe-hrms": ("frappe-hrms", "frappe-hrms-env", "frappe hrms"),
+    "frappe-helpdesk": ("frappe-helpdesk", "frappe-helpdesk-env", "frappe helpdesk"),
+    "google-workspace": ("google-workspace", "google-workspace-env", "google workspace"),
+    "playwright": ("playwright", "playwright-env", "playwright browser", "playwright-mcp-server"),
+    "project-management": ("project-management", "project-management-env", "project management"),
+    "web-search": ("web-search", "web-search-env", "web search", "web search (parallel)"),
+}
+_APP_BY_ALIAS = {alias: app for app, aliases in SIMLAB_APPS.items() for alias in aliases}
+#: The key of SimLab's MCP server file (`--mcp-servers mcp-servers.json`): {name: {command, args, env} | {url}}.
+SIMLAB_MCP_SERVERS_KEY = "mcpServers"
+#: The package SimLab's own verifier modules live in (`simlab.verifiers.<name>`).
+SIMLAB_VERIFIER_PACKAGE = "simlab.verifiers"
+
+
+def simlab_app(name: object) -> str | None:
+    """The SimLab app (catalog name) a task's `apps` entry or server name stands for; None when unknown."""
+    return _APP_BY_ALIAS.get(str(name).strip().lower()) if name else None
+
+
+class NamedToolServer(StrictModel):
+    """A server the user provides for a SimLab bundle's server or app (`eval-pipelines import --servers FILE`):
+    `url` of a spec 001 HTTP tool server (`transport: mcp` for a streamable-HTTP MCP server), or `command` +
+    `args` + `env` of a stdio MCP server. `apps` names the SimLab apps it plays besides its own name's."""
+
+    url: str | None = None
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    transport: Literal["http", "mcp"] | None = None
+    apps: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> NamedToolServer:
+        if (self.url is None) == (self.command is None):
+            raise ValueError("give exactly one of 'url' or 'command'")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError("url must start with http:// or https://")
+        if self.command is not None and self.transport == "http":
+            raise ValueError("a command server speaks MCP over stdio; transport 'http' needs a url")
+        if self.command is None and (self.args or self.env):
+            raise ValueError("args and env apply to a command server only")
+        return self
+
+    @property
+    def is_mcp(self) -> bool:
+        return self.command is not None or self.transport == "mcp"
+
+
 #: The path under a workspace URL that answers `/step` in the hosted product's observation shape.
 HOSTED_STEP_PREFIX = "hosted"
 _HOSTED_MODULE = re.compile(r"^[A-Za-z_]\w*\.scenarios\.(?P<package>\w+)\.verifiers\.(?P<module>\w+)$")

@@ -183,6 +183,15 @@ class Task(WireModel):
     npc_secrets: dict[str, Any] = Field(default_factory=dict)
     #: MCP servers the agent also gets: {name, url} or {name, command, args, env, secrets} (spec 001 naming rules).
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    #: HTTP tool servers (spec 001 protocol: GET /tools, POST /step) the agent also gets, by name -> URL. They are
+    #: used as they are, never provisioned, seeded or snapshotted: a rollout records no state diff for them.
+    http_servers: dict[str, str] = Field(default_factory=dict)
+    #: why the task cannot run here (a server or app nobody provides, a verifier with no file, nothing grades it);
+    #: None: it runs. Sweeps leave such a task out and say so: it is never counted as a failure.
+    unrunnable_reason: str | None = None
+    #: what a SimLab bundle said of the task, kept so the scenario can be served back under the bundle's own
+    #: names: `meta`, `apps`, `tool_servers` (name, tool_server_url) and `text_key` (`task` or `instruction`).
+    simlab_origin: dict[str, Any] = Field(default_factory=dict)
 
     #: built-in server -> the name a SimLab bundle gave it (`email` -> `email-env`). When set, the task's
     #: verifiers are SimLab's and see SimLab's view of the artifacts (`verifiers/simlab_view.py`).
@@ -213,6 +222,14 @@ class Task(WireModel):
         return [verifier_module_name(entry) for entry in value] if isinstance(value, list) else value
 
     _task_id_shape = field_validator("task_id")(_plain_name)
+
+    @field_validator("http_servers")
+    @classmethod
+    def _http_urls(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, url in value.items():
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"http_servers.{name}: the URL must start with http:// or https://")
+        return value
 
     @field_validator("verifiers")
     @classmethod
