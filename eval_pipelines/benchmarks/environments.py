@@ -12,13 +12,7 @@ skipping the cache (a developer's own venv, or a test's).
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import importlib.util
-import json
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,11 +20,9 @@ from pathlib import Path
 
 from eval_pipelines.inputs.paths import BENCHMARK_PYTHON_ENV_PREFIX, cache_dir
 from eval_pipelines.inputs.sweeps import ConfigError
+from eval_pipelines.lib.venvs import MARKER_NAME, VenvInstallError, cached_venv, install_digest, is_complete
 
-#: Written into a venv once everything is installed: its absence means a half-made venv.
-MARKER_NAME = ".eval-pipelines-complete"
-#: Lines of pip's output a failed install quotes.
-PIP_ERROR_LINES = 15
+__all__ = ["MARKER_NAME", "EnvironmentInstallError", "EnvironmentSpec", "ensure", "is_installed", "venv_dir"]
 
 
 class EnvironmentInstallError(ConfigError):
@@ -52,16 +44,11 @@ class EnvironmentSpec:
 
     @property
     def digest(self) -> str:
-        text = json.dumps([sys.version_info[:2], [list(step) for step in self.installs]])
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        return install_digest(self.installs)
 
 
 def venv_dir(spec: EnvironmentSpec) -> Path:
     return cache_dir() / "venvs" / f"{spec.name}-{spec.digest}"
-
-
-def _python_of(venv: Path) -> Path:
-    return venv / "bin" / "python"
 
 
 def python_override(spec: EnvironmentSpec) -> Path | None:
@@ -70,7 +57,7 @@ def python_override(spec: EnvironmentSpec) -> Path | None:
 
 
 def is_installed(spec: EnvironmentSpec) -> bool:
-    return python_override(spec) is not None or (venv_dir(spec) / MARKER_NAME).is_file()
+    return python_override(spec) is not None or is_complete(venv_dir(spec))
 
 
 def _notice(message: str) -> None:
@@ -83,44 +70,7 @@ def ensure(spec: EnvironmentSpec, *, notice: Callable[[str], None] = _notice) ->
     override = python_override(spec)
     if override is not None:
         return override
-    venv = venv_dir(spec)
-    if (venv / MARKER_NAME).is_file():
-        return _python_of(venv)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another process may be making it: wait, then use theirs
-        if (venv / MARKER_NAME).is_file():
-            return _python_of(venv)
-        notice(f"installing {spec.label} into {venv}: once")
-        shutil.rmtree(venv, ignore_errors=True)  # half-made by an install that was killed
-        # This interpreter's pip installs into the new venv (`--python`): a venv without a pip of its own is made
-        # in a fraction of the time, and the upstream venv holds only what the adapter imports.
-        own_pip = importlib.util.find_spec("pip") is not None
-        _run(
-            [sys.executable, "-m", "venv", *(["--without-pip"] if own_pip else []), str(venv)],
-            spec,
-            "creating the venv",
-        )
-        pip = (
-            [sys.executable, "-m", "pip", "--python", str(_python_of(venv))]
-            if own_pip
-            else [str(_python_of(venv)), "-m", "pip"]
-        )
-        for step in spec.installs:
-            command = [*pip, "install", "--disable-pip-version-check", "--no-input", *step]
-            _run(command, spec, "pip install " + " ".join(step))
-        (venv / MARKER_NAME).write_text(json.dumps({"label": spec.label, "installs": spec.installs}) + "\n")
-    return _python_of(venv)
-
-
-def _run(argv: list[str], spec: EnvironmentSpec, what: str) -> None:
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, check=False)
-    except OSError as exc:
-        raise EnvironmentInstallError(f"cannot install {spec.label}: {what}: {exc}") from None
-    if result.returncode != 0:
-        lines = (result.stdout + result.stderr).strip().splitlines()[-PIP_ERROR_LINES:]
-        tail = "\n".join("    " + line for line in lines)
-        raise EnvironmentInstallError(
-            f"cannot install {spec.label}: {what} failed (status {result.returncode}):\n{tail}"
-        )
+        return cached_venv(venv_dir(spec), spec.installs, label=spec.label, notice=notice)
+    except VenvInstallError as exc:
+        raise EnvironmentInstallError(str(exc)) from None
