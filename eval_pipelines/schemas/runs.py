@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import AliasChoices, Field, model_validator
 
 from eval_pipelines.schemas._base import StrictModel, WireModel
+from eval_pipelines.schemas.agent_environment import AgentEnvironment
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.limits import MAX_ID_CHARS, MAX_NAME_CHARS
 from eval_pipelines.schemas.model_config import ModelConfig, ModelConfigEcho
@@ -88,6 +89,10 @@ class ErrorClass(StrEnum):
     BUDGET = "budget"
     #: a fault in this project's own engine.
     INTERNAL = "internal"
+    #: the agent's own interpreter could not run it: a venv that would not install, a bad interpreter path, a
+    #: module that does not import, a constructor that raised, or the channel to its worker broke. Deterministic,
+    #: so never retried; an exception raised by the agent's `run` stays the agent's failure.
+    AGENT_ENVIRONMENT = "agent_environment"
 
     @property
     def is_retryable(self) -> bool:
@@ -157,6 +162,8 @@ class RunLaunchRequest(StrictModel):
     max_cost_usd: float | None = Field(default=None, gt=0)
     #: local extension: a custom agent as 'module.path:ClassName'; omitted from requests when unset.
     agent: str | None = Field(default=None, pattern=AGENT_PATH_PATTERN)
+    #: local extension: the interpreter `agent` runs in, as a worker process of its own; omitted when unset.
+    agent_environment: AgentEnvironment | None = None
     #: local extension: how many times a rollout that ends in a retryable *error* (never a failure) runs again;
     #: None (omitted from requests) means DEFAULT_ERROR_RETRIES.
     error_retries: int | None = Field(default=None, ge=0, le=MAX_ERROR_RETRIES)
@@ -176,6 +183,8 @@ class RunLaunchRequest(StrictModel):
             raise ValueError("source 'all' is a list filter, not a run source")
         if len(set(self.task_ids)) != len(self.task_ids):
             raise ValueError("task_ids must not repeat; use rollout_count for repeated rollouts")
+        if self.agent_environment is not None and self.agent is None:
+            raise ValueError("agent_environment needs an agent: the class to run in it ('module.path:ClassName')")
         return self
 
 

@@ -7,6 +7,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from eval_pipelines.schemas._base import StrictModel
+from eval_pipelines.schemas.agent_environment import AgentEnvironment
 from eval_pipelines.schemas.limits import MAX_MODEL_CONCURRENCY
 from eval_pipelines.schemas.model_config import (
     DEFAULT_CONTEXT_STRIDE,
@@ -99,6 +100,12 @@ class SweepModel(ModelCallLimits):
         pattern=AGENT_PATH_PATTERN,
         description="a custom agent as 'module.path:ClassName' (a BaseAgent subclass); default: the reference agent",
     )
+    agent_environment: AgentEnvironment | None = Field(
+        default=None,
+        description="run `agent` (a SimLab agent) in an interpreter of its own: {python: ...}, {venv: ...} or "
+        "{requirements: [...], pip_flags: [...]}, with optional paths; it reaches the model through a loopback "
+        "proxy and never sees the key",
+    )
     user_model: str | None = Field(
         default=None, description="name of another model of this sweep that plays the NPCs (simulated users)"
     )
@@ -128,6 +135,8 @@ class SweepModel(ModelCallLimits):
             raise ValueError("base_url is required when provider is 'custom'")
         if not self.is_simulated and not self.api_key_env:
             raise ValueError("api_key_env is required for a non-simulated model")
+        if self.agent_environment is not None and self.agent is None:
+            raise ValueError("agent_environment needs an agent: the class to run in it ('module.path:ClassName')")
         return self
 
 
