@@ -52,3 +52,15 @@ MAX_UPSTREAM_REPLY_BYTES = 256 << 20
 UPSTREAM_STDERR_BYTES = 16 << 10
 #: Calls in flight to one model at once (a sweep model's `max_concurrency`, the platform judges' per run).
 MAX_MODEL_CONCURRENCY = 256
+#: Workspaces behind the `tool_server_url`s of task listings (one per listing, task and server, seeded on first
+#: use) that exist at once; past it the least recently used is deleted. They share the tool host with rollouts,
+#: whose own bound is the host's `max_workspaces`.
+MAX_CALLER_WORKSPACES = 256
+#: A caller workspace unused for this long is deleted.
+CALLER_WORKSPACE_IDLE_SECONDS = 3600
+#: Task listings whose URLs can still provision a workspace; the oldest are forgotten first.
+MAX_LISTING_TOKENS = 4096
+#: How long a listing's URLs can provision a new workspace after the listing was made.
+LISTING_TOKEN_SECONDS = 24 * 3600
+#: A tool call forwarded to a caller workspace (an NPC's reply may wait on a model).
+CALLER_STEP_TIMEOUT_SECONDS = 120.0
