@@ -8,6 +8,8 @@ over pipes; without one the agent is imported in-process as before.
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field, model_validator
 
 from eval_pipelines.schemas._base import StrictModel
@@ -35,13 +37,18 @@ AGENT_WORKER_STDERR_BYTES = 16 << 10
 AGENT_WORKER_START_TIMEOUT_SECONDS = 120.0
 #: One request body the model proxy accepts from an agent.
 MAX_AGENT_PROXY_REQUEST_BYTES = 32 << 20
+#: Variables of the agent's environment that only the rollout sets: the model's name, provider, endpoint and key,
+#: which the agent gets as SimLab's runner exports them (the endpoint and key are the rollout's proxy's).
+RESERVED_AGENT_ENV_PREFIXES = ("SIMLAB_", "OPENAI_", "LITELLM_")
+AGENT_ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 #: The venv folders of agent environments are named `<prefix><hash of the install>` under the cache's `venvs/`.
 AGENT_VENV_PREFIX = "agent-"
 
 
 class AgentEnvironment(StrictModel):
     """Exactly one of `python` (an interpreter), `venv` (a virtualenv's folder) or `requirements` (installed once
-    into a cached venv, with `pip_flags`). `paths` go on the agent's `sys.path`; default: the project directory."""
+    into a cached venv, with `pip_flags`). `paths` go on the agent's `sys.path`; default: the project directory.
+    The agent runs in the project directory, as SimLab runs one in the directory it was started from."""
 
     python: str | None = Field(
         default=None, min_length=1, max_length=MAX_AGENT_ENVIRONMENT_ITEM_CHARS, description="an interpreter"
@@ -66,6 +73,12 @@ class AgentEnvironment(StrictModel):
         description="folders put on the agent's sys.path (a cookbook's src/); relative ones are of the project "
         "directory; default: the project directory",
     )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=MAX_AGENT_PATHS,
+        description="settings for the agent's environment variables (e.g. SYSTEM_PROMPT_PATH), never secrets: they "
+        "are stored with the run; SIMLAB_*, OPENAI_* and LITELLM_* are the rollout's own",
+    )
 
     @model_validator(mode="after")
     def _one_interpreter(self) -> AgentEnvironment:
@@ -77,4 +90,9 @@ class AgentEnvironment(StrictModel):
         for item in [*(self.requirements or []), *self.pip_flags, *(self.paths or [])]:
             if not item.strip() or len(item) > MAX_AGENT_ENVIRONMENT_ITEM_CHARS:
                 raise ValueError(f"an empty or overlong item: {item[:40]!r}")
+        for name, value in self.env.items():
+            if not re.match(AGENT_ENV_NAME_PATTERN, name) or name.startswith(RESERVED_AGENT_ENV_PREFIXES):
+                raise ValueError(f"env: {name!r} is not a variable name the agent's settings may use")
+            if len(value) > MAX_AGENT_ENVIRONMENT_ITEM_CHARS:
+                raise ValueError(f"env: the value of {name!r} is too long")
         return self
