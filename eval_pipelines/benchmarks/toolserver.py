@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,6 +37,7 @@ from eval_pipelines.toolservers.base import (
     SeedError,
     ServerUnavailable,
     State,
+    StateNotRestorable,
     ToolContext,
     ToolError,
 )
@@ -110,6 +112,11 @@ class UpstreamToolServer(BuiltinToolServer):
 
     def new_state(self) -> State:
         return {}
+
+    def restore_state(self, snapshot: Mapping[str, Any]) -> State:
+        raise StateNotRestorable(
+            f"tool server '{self.name}' keeps its state in its upstream worker, which takes no snapshot back"
+        )
 
     def seed(self, state: State, seed_files: list[Any]) -> None:
         if not seed_files:  # a workspace made empty, to be seeded by `aseed`

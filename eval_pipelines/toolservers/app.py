@@ -33,6 +33,7 @@ from eval_pipelines.toolservers.base import (
     SeedError,
     ServerUnavailable,
     State,
+    StateNotRestorable,
     ToolContext,
     ToolError,
     copy_state,
@@ -100,10 +101,17 @@ class WorkspaceStore:
         if state is not None and seed:
             raise HTTPException(status_code=400, detail="give either 'seed' or 'state', not both")
         self._ensure_capacity()
-        initial = copy_state(state) if state is not None else self._seeded(self.server.new_state(), seed)
+        initial = self._restored(state) if state is not None else self._seeded(self.server.new_state(), seed)
         workspace = Workspace(workspace_id=workspace_id, state=initial)
         self.workspaces[workspace_id] = workspace
         return workspace
+
+    def _restored(self, snapshot: dict[str, Any]) -> State:
+        """The server's own state rebuilt from a snapshot, or 422 saying why it cannot be."""
+        try:
+            return self.server.restore_state(snapshot)
+        except StateNotRestorable as exc:
+            raise HTTPException(status_code=422, detail=f"cannot restore '{self.server.name}': {exc}") from exc
 
     def _seeded(self, state: State, seed: list[Any]) -> State:
         """`state` plus `seed`, or 400. The caller's state is never touched, so a bad seed leaves nothing
@@ -181,6 +189,10 @@ class WorkspaceStore:
         self, workspace: Workspace, tool_name: str, before: State | None, exc: Exception
     ) -> dict[str, Any]:
         self._rollback(workspace, before)
+        if isinstance(exc, StateNotRestorable):
+            # Not an observation: whoever queries a restored workspace (a verifier) must not read this as the
+            # state the rollout left, so the request itself fails.
+            raise HTTPException(status_code=409, detail=f"tool server '{self.server.name}': {exc}") from exc
         if isinstance(exc, ToolError):
             body: dict[str, Any] = {"observation": exc.message, "is_error": True}
             if exc.source is not None:

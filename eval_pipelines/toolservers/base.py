@@ -57,6 +57,10 @@ class SeedError(ValueError):
     """Seed data that cannot be loaded; the message names the file index and the field."""
 
 
+class StateNotRestorable(ValueError):
+    """A snapshot from which a server cannot rebuild the workspace as it was; the message says what is missing."""
+
+
 class ServerUnavailable(RuntimeError):
     """The server's own backend failed (an upstream benchmark's worker crashed or hung): the app answers 503,
     an infrastructure error, never the agent's."""
@@ -155,6 +159,18 @@ class BuiltinToolServer(ABC):
     @abstractmethod
     def seed(self, state: State, seed_files: list[Any]) -> None:
         """Load parsed seed files into `state`; raise SeedError naming the problem."""
+
+    def restore_state(self, snapshot: Mapping[str, Any]) -> State:
+        """A state of this server's own type holding `snapshot` (a snapshot's `state`): the workspace a finished
+        rollout left, brought back for verifiers that query the server after the run. Raises
+        StateNotRestorable when the snapshot cannot reproduce it. The default suits servers whose whole state
+        is the JSON of their collections."""
+        state = self.new_state()
+        for collection, items in snapshot.items():
+            if not isinstance(items, dict):
+                raise StateNotRestorable(f"collection {collection!r}: expected an object of items")
+            state[collection] = copy_state(items)
+        return state
 
     async def aseed(self, workspace_id: str, state: State, seed_files: list[Any]) -> None:
         """Seeding as the HTTP app runs it, for workspace `workspace_id`. A server whose state lives elsewhere (a

@@ -69,6 +69,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
@@ -78,6 +79,7 @@ from eval_pipelines.toolservers.base import (
     BuiltinToolServer,
     SeedError,
     State,
+    StateNotRestorable,
     ToolContext,
     ToolError,
     seed_objects,
@@ -114,6 +116,8 @@ _SANDBOX_PROBE_SECONDS = 20
 
 logger = logging.getLogger(__name__)
 
+#: The largest placeholder a restored workspace makes for a file whose content was not recorded (sparse).
+_MAX_PLACEHOLDER_BYTES = 1 << 40
 _SEED_KEYS = {"files"}
 _SEED_FILE_KEYS = {"path", "content"}
 
@@ -129,6 +133,9 @@ class WorkspaceDirectory:
     def __init__(self, parent: Path) -> None:
         self._parent = parent
         self._directory: tempfile.TemporaryDirectory[str] | None = None
+        #: files of a restored workspace whose content the snapshot did not hold (binary, or over the mirror's
+        #: 64 KiB): they stand on disk as placeholders of their size, which no tool may pass off as the content.
+        self.unrecorded: frozenset[str] = frozenset()
 
     @property
     def created(self) -> bool:
@@ -164,6 +171,26 @@ class FilesState(dict[str, dict[str, dict[str, Any]]]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (dict, (dict(self),))
+
+
+def _restore_file(root: Path, relative: str, entry: dict[str, Any]) -> bool:
+    """Write a mirrored file back under `root`: its content when the mirror holds all of it and it hashes as
+    recorded (True), else a placeholder of its recorded size (False)."""
+    content, size = entry.get("content"), entry.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= _MAX_PLACEHOLDER_BYTES:
+        raise ToolError("expected a 'size' in bytes")
+    if isinstance(content, str) and not entry.get("truncated"):
+        FilesServer._write(root, relative, content, "path")
+        if hashlib.sha256(content.encode("utf-8")).hexdigest() == entry.get("sha256"):
+            return True
+    target = confine(root, relative, "path")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        os.ftruncate(fd, size)  # sparse: the size list_dir shows, at no cost in disk
+    finally:
+        os.close(fd)
+    return False
 
 
 def _display(root: Path, target: Path) -> str:
@@ -448,6 +475,66 @@ class FilesServer(BuiltinToolServer):
         """Rebuild the `files` collection from disk."""
         state["files"] = mirror(self.workspace_root(state))
 
+    def restore_state(self, snapshot: Mapping[str, Any]) -> State:
+        """A fresh directory holding the files `snapshot` mirrors: each text file recorded in full is written
+        again (and checked against its recorded sha256), each symbolic link made again; a file whose content
+        was not recorded stands as a placeholder of its size, and reading it or running a command is refused
+        (`StateNotRestorable`). Modes and empty directories are not in a snapshot and are not restored."""
+        files = snapshot.get("files", {})
+        if not isinstance(files, dict) or set(snapshot) - {"files"}:
+            raise StateNotRestorable("a files-server snapshot holds one collection, 'files', an object of entries")
+        if len(files) >= MAX_MIRRORED_ENTRIES:
+            raise StateNotRestorable(
+                f"the snapshot lists the mirror's limit of {MAX_MIRRORED_ENTRIES} entries: the workspace may have "
+                "held files it does not record"
+            )
+        directory = WorkspaceDirectory(self.root)
+        root = directory.path()
+        unrecorded: list[str] = []
+        links: list[tuple[str, str]] = []
+        for relative, entry in files.items():
+            try:
+                if not isinstance(entry, dict) or entry.get("path") != _lexically_safe(relative):
+                    raise ToolError("expected an entry whose 'path' is its key")
+                if entry.get("type") == "symlink" and isinstance(entry.get("target"), str):
+                    links.append((relative, entry["target"]))
+                elif entry.get("type") != "file":
+                    raise ToolError("expected a 'file' or 'symlink' entry")
+                elif not _restore_file(root, relative, entry):
+                    unrecorded.append(relative)
+            except (ToolError, OSError) as exc:
+                raise StateNotRestorable(f"files[{relative!r}]: {exc}") from None
+        for relative, target in links:  # after the files, so no file is written through a link
+            try:
+                link = confine(root, str(PurePosixPath(relative).parent), "path") / PurePosixPath(relative).name
+                link.parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(target, link)
+            except (ToolError, OSError) as exc:
+                raise StateNotRestorable(f"files[{relative!r}]: {exc}") from None
+        directory.unrecorded = frozenset(unrecorded)
+        return FilesState(directory, {"files": {key: dict(entry) for key, entry in files.items()}})
+
+    def _refuse_unrecorded(self, state: State, tool_name: str, params: dict[str, Any]) -> None:
+        """A restored workspace never answers with a placeholder: reading one, or running a command that could
+        read one, is refused."""
+        unrecorded = state.directory.unrecorded if isinstance(state, FilesState) else frozenset()
+        if not unrecorded:
+            return
+        if tool_name == "run_command":
+            shown = ", ".join(sorted(unrecorded)[:5])
+            raise StateNotRestorable(
+                f"the rollout's end state did not record the content of {len(unrecorded)} file(s) ({shown}): a "
+                "command in the restored workspace would not see the workspace as the agent left it"
+            )
+        if tool_name == "read_file" and isinstance(params.get("path"), str):
+            root = self.workspace_root(state)
+            target = confine(root, params["path"], "path")
+            if target != root and target.relative_to(root).as_posix() in unrecorded:
+                raise StateNotRestorable(
+                    f"the rollout's end state did not record the content of '{params['path']}' (binary, or over "
+                    f"{MIRROR_CONTENT_BYTES // 1024} KiB): the restored workspace cannot show it"
+                )
+
     def seed(self, state: State, seed_files: list[Any]) -> None:
         # Everything is validated before the first byte is written, so a malformed seed leaves the disk alone.
         # Only a write that fails at the OS level (say 'a' and 'a/b' both as files) can leave earlier files of
@@ -489,6 +576,7 @@ class FilesServer(BuiltinToolServer):
         return self.workspace_root(ctx.state)
 
     def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
+        self._refuse_unrecorded(ctx.state, tool_name, params)
         result = super().call(ctx, tool_name, params)
         if self.mutates(tool_name):
             self.refresh(ctx.state)
@@ -499,6 +587,7 @@ class FilesServer(BuiltinToolServer):
         keeps serving every other workspace, and the state is refreshed after the last await (see base.acall)."""
         if tool_name != "run_command":
             return self.call(ctx, tool_name, params)
+        self._refuse_unrecorded(ctx.state, tool_name, params)
         root = self.workspace_root(ctx.state)
         result = await asyncio.to_thread(self._tool_run_command, root, **params)
         self.refresh(ctx.state)
