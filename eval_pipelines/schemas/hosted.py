@@ -2,8 +2,8 @@
 
 One home for those names: the verifier package path SimLab imports (`collinear.scenarios.<family>.verifiers`),
 the verifier entries of its task files (`{"func": "python_module", "module": ...}`), the keys its task loader
-reads (`meta.task_id`, `task`, `apps`, `npcs`) and the seed lists of its task listing (`seed_emails`,
-`seed_calendar_events`).
+reads (`meta.task_id`, `task`, `apps`, `npcs`), the seed lists of its task listing (`seed_emails`,
+`seed_calendar_events`) and where its tool listings put a tool's schema (`input_schema`).
 """
 
 from __future__ import annotations
@@ -96,7 +96,16 @@ class NamedToolServer(StrictModel):
 
 #: The path under a workspace URL that answers `/step` in the hosted product's observation shape.
 HOSTED_STEP_PREFIX = "hosted"
+#: Where the hosted product's tool listings (and SimLab's environment, which reads them) put a tool's JSON schema;
+#: spec 001 names it `parameters`.
+HOSTED_TOOL_SCHEMA_KEY = "input_schema"
 _HOSTED_MODULE = re.compile(r"^[A-Za-z_]\w*\.scenarios\.(?P<package>\w+)\.verifiers\.(?P<module>\w+)$")
+
+
+def hosted_tool(definition: dict[str, Any]) -> dict[str, Any]:
+    """A tool of a spec-001 listing (`{name, description, parameters}`) as the hosted product lists it: the schema
+    also under `input_schema`, where SimLab's environment reads it (it sees an empty schema otherwise)."""
+    return {**definition, HOSTED_TOOL_SCHEMA_KEY: definition.get("parameters") or {"type": "object"}}
 
 
 def family_id(scenario_id: str) -> str:
