@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from eval_pipelines.lib.body_limit import BodyLimit, replay_body
 from eval_pipelines.schemas._base import StrictModel
+from eval_pipelines.schemas.hosted import hosted_tool
 from eval_pipelines.schemas.limits import MAX_TOOL_SERVER_REQUEST_BYTES
 from eval_pipelines.schemas.tools import DiffScope, StepRequest
 from eval_pipelines.toolservers.base import (
@@ -396,8 +397,9 @@ async def workspace_step(workspace_id: str, request: StepRequest, store: StoreDe
 
 @workspace_routes.get("/{workspace_id}/hosted/tools")
 async def workspace_tools_hosted(workspace_id: str, store: StoreDep) -> dict[str, Any]:
+    """`/tools` in the hosted product's shape: each schema also as `input_schema`, which SimLab's environment reads."""
     _workspace_or_404(store, workspace_id)
-    return _tool_listing(store, workspace_id)
+    return {"tools": [hosted_tool(tool) for tool in _tool_listing(store, workspace_id)["tools"]]}
 
 
 @workspace_routes.post("/{workspace_id}/hosted/step")
