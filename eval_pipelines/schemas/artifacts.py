@@ -40,6 +40,12 @@ META_NPC_TRANSCRIPTS = "npc_transcripts"
 META_TOOL_SERVERS = "tool_servers"
 #: {tool_server: SimLab name} when the task's verifiers are SimLab's (see `Task.simlab_servers`)
 META_SIMLAB_SERVERS = "simlab_servers"
+#: {name: URL} of the task's HTTP tool servers of the user's own (`Task.http_servers`): a verifier may query them
+#: live during the rollout; nobody records their state, so after it they cannot be brought back
+META_HTTP_SERVERS = "http_servers"
+#: {tool_server: why its end state cannot be brought back}: set on the copy of the artifacts a re-verification
+#: hands its verifiers, for each server they cannot query as the rollout left it
+META_UNRESTORABLE_SERVERS = "unrestorable_servers"
 #: True when the final answer is a tool call written as text (a template the endpoint did not parse).
 META_TEXT_TOOL_CALL = "final_answer_is_tool_call"
 #: How many tool calls the model asked for past its per-reply cap (`max_tool_calls_per_reply`), over the whole
