@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 VENVS = HERE.parents[1] / ".venv-clients"
 EVAL_PIPELINES = Path(sys.executable).parent / "eval-pipelines"
 #: pip flags per client: SimLab 0.2.0 declares Python >=3.13 and runs on 3.11.
-PIP_FLAGS: Mapping[str, Sequence[str]] = {"simlab": ("--ignore-requires-python",), "collinear": ()}
+PIP_FLAGS: Mapping[str, Sequence[str]] = {"simlab": ("--ignore-requires-python",), "collinear": (), "atif": ()}
 SERVICE_START_SECONDS = 60.0
 
 
