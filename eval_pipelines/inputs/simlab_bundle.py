@@ -1,30 +1,41 @@
-"""Import a SimLab task bundle as a scenario: `eval-pipelines import <bundle-dir> [--scenario-id ...]`.
+"""Import a SimLab task bundle as a scenario: `eval-pipelines import <bundle-dir> [--servers FILE] ...`.
 
 A SimLab bundle (the hosted product's task format)::
 
-    tasks/<name>.json        meta{task_id, display_name, difficulty, category}, task, apps, tool_servers,
-                             seed_emails, seed_calendar_events, seed_group_channels, npcs [{id}],
-                             verifiers [{func: python_module, module: collinear.scenarios.<x>.verifiers.<name>}]
+    tasks/<name>.json        meta{task_id, display_name | name, difficulty, category, apps}, task | instruction,
+                             name, category, apps, tool_servers [{name, tool_server_url}], seed_emails,
+                             seed_calendar_events, seed_group_channels, npcs [{id}],
+                             verifiers [{func: python_module, module: collinear.scenarios.<x>.verifiers.<name>
+                                         | simlab.verifiers.<name>}]
     verifiers/<name>.py      verify(run_artifacts); `__init__.py` optional
     npcs/profiles.json       [{profile_id, first_name, last_name, email, ...}]   (optional)
     rubrics/<task_id>.md     (optional)
+    mcp-servers.json         SimLab's MCP servers (here or in the folder above; see `inputs.simlab_servers`)
+    ../env.yaml              SimLab's environment config: what of it has no place here is reported
 
-becomes a scenario folder the catalog loads (see `inputs.scenarios`): SimLab's server names map onto the
-built-in servers, inline seeds become the built-in servers' seed files (one per task and server), NPC profiles
-go to `npcs.json`, verifiers are copied into a package. Whatever has no place is reported per task with its
-field named (`ImportReport.notes`); nothing is dropped silently. A task may also carry the catalog's own fields
-(`reference_actions`, `reference_answer`, `rubric`, ...), which are kept.
+becomes a scenario folder the catalog loads (see `inputs.scenarios`). Every server, app, NPC and verifier of a
+task maps to something that runs (a built-in server, a server the user named, a profile, a verifier file), or
+the task is kept but marked unrunnable with the reason (`Task.unrunnable_reason`; sweeps leave it out and say
+so); a task file without an id or an instruction refuses the whole bundle. Verifier modules resolve as SimLab
+resolves them: the bundle's `verifiers/<last part of the module path>.py` first, then, for
+`simlab.verifiers.<name>`, the SimLab package given (or installed). What is data with no place (an unseedable
+email, an unknown key) is reported per task with its field named (`ImportReport.notes`). What the bundle said
+of each task is kept (`Task.simlab_origin`), so the scenario can be served back under the bundle's names; a task
+may also carry the catalog's own fields (`reference_actions`, `reference_answer`, `rubric`, ...), kept as they
+are.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from eval_pipelines.inputs.scenarios import (
     ScenarioError,
@@ -32,9 +43,19 @@ from eval_pipelines.inputs.scenarios import (
     partition_key,
     read_json_file,
     resolves_inside,
+    safe_relative_path,
     staged_scenario_folder,
 )
-from eval_pipelines.schemas.hosted import SIMLAB_SERVER_NAMES, VERIFIER_ENTRY_FUNC, verifier_module_name
+from eval_pipelines.inputs.simlab_seeds import seed_contents
+from eval_pipelines.inputs.simlab_servers import (
+    NamedServers,
+    ServersFileError,
+    TaskServers,
+    discover_servers,
+    mcp_server_entry,
+    resolve_task_servers,
+)
+from eval_pipelines.schemas.hosted import SIMLAB_SERVER_NAMES, SIMLAB_VERIFIER_PACKAGE, VERIFIER_ENTRY_FUNC
 from eval_pipelines.schemas.limits import MAX_PLAIN_NAME_CHARS
 from eval_pipelines.schemas.scenarios import Rubric, Task, Template, TemplateToolServer, is_plain_name, plain_name_error
 
@@ -42,6 +63,7 @@ from eval_pipelines.schemas.scenarios import Rubric, Task, Template, TemplateToo
 _READ_KEYS = {
     "meta",
     "task",
+    "instruction",
     "name",
     "description",
     "difficulty",
@@ -53,13 +75,38 @@ _READ_KEYS = {
     "seed_group_channels",
     "npcs",
     "verifiers",
+    # a generated bundle's (taskgen.drafts.task_json): its seed files inline, and the profiles `npcs` names
+    "seed_files",
+    "seed_data",
+    "npc_profiles",
 }
-#: The catalog's own task fields a bundle may carry as they are.
-_CATALOG_KEYS = {"reference_actions", "reference_answer", "rubric", "npc_secrets", "mcp_servers", "version"}
+#: Keys that hold the instruction, in the order they are looked for: SimLab's `task`, the `instruction` some of
+#: its cookbook's bundles use, the catalog's `description`.
+_TEXT_KEYS = ("task", "instruction", "description")
+#: Task fields the import sets itself; a bundle's task may carry every other field of the catalog's, kept as it is.
+_SET_HERE = {
+    "task_id",
+    "name",
+    "category",
+    "difficulty",
+    "description",
+    "tool_servers",
+    "simlab_servers",
+    "seed_data",
+    "npc_profiles",
+    "verifiers",
+    "http_servers",
+    "unrunnable_reason",
+    "simlab_origin",
+}
+_CATALOG_KEYS = set(Task.model_fields) - _SET_HERE
 #: `meta` keys that are read, or are SimLab bookkeeping with no effect on a run.
-_META_KEYS = {"task_id", "display_name", "difficulty", "category", "version", "idempotent"}
-SEED_TIMESTAMP = "2025-01-06T09:00:00Z"
+_META_KEYS = {"task_id", "display_name", "name", "difficulty", "category", "apps", "version", "idempotent"}
+#: SimLab's environment config, beside the bundle: what of it is read here.
+_ENV_FILE = "env.yaml"
+_ENV_READ_KEYS = {"name", "tools"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+NOTHING_GRADES = "nothing grades it: no verifier and no rubric"
 
 
 class BundleImportError(ValueError):
@@ -73,9 +120,34 @@ class ImportReport:
     tasks: list[str] = field(default_factory=list)
     #: task id (or `bundle`) -> what could not be mapped, each naming its field
     notes: dict[str, list[str]] = field(default_factory=dict)
+    #: task id -> why it cannot run (it is in the scenario, marked, and sweeps leave it out)
+    unrunnable: dict[str, str] = field(default_factory=dict)
 
     def note(self, where: str, text: str) -> None:
         self.notes.setdefault(where, []).append(text)
+
+    def lines(self) -> list[str]:
+        """What `eval-pipelines import` prints: every task runnable or not with the reason, then the notes."""
+        out = [f"scenario {self.scenario_id}: {len(self.tasks)} task(s) in {self.folder}"]
+        for task_id in self.tasks:
+            reason = self.unrunnable.get(task_id)
+            out.append(f"  {task_id}: " + (f"UNRUNNABLE: {reason}" if reason else "runnable"))
+        for where, notes in self.notes.items():
+            out.extend(f"  {where}: note: {note}" for note in notes)
+        return out
+
+
+@dataclass
+class _Import:
+    """One import's inputs and what it has gathered so far."""
+
+    bundle: Path
+    staging: Path
+    report: ImportReport
+    servers: NamedServers
+    simlab_package: Path | None
+    allow_ungraded: bool
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _read_json(path: Path, bundle: Path) -> Any:
@@ -93,10 +165,29 @@ def default_scenario_id(bundle: Path) -> str:
     return f"{name[: MAX_PLAIN_NAME_CHARS - len(version)]}{version}"
 
 
+def installed_simlab_package() -> Path | None:
+    """The folder of an installed `simlab` package in this interpreter, found without importing it."""
+    spec = importlib.util.find_spec("simlab")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return Path(locations[0]) if locations else None
+
+
 def import_bundle(
-    bundle: Path, scenarios_dir: Path, scenario_id: str | None = None, *, overwrite: bool = False
+    bundle: Path,
+    scenarios_dir: Path,
+    scenario_id: str | None = None,
+    *,
+    overwrite: bool = False,
+    servers_file: Path | None = None,
+    simlab_package: Path | None = None,
+    allow_ungraded: bool = False,
 ) -> ImportReport:
-    """Write the bundle as scenario `scenario_id` under `scenarios_dir` (staged, then renamed into place)."""
+    """Write the bundle as scenario `scenario_id` under `scenarios_dir` (staged, then renamed into place).
+
+    `servers_file` names the servers nobody built in plays (see `inputs.simlab_servers`); `simlab_package` is a
+    SimLab package folder (`.../simlab`) to take `simlab.verifiers.<name>` modules from when the bundle has no
+    file for them (default: an installed one); `allow_ungraded` keeps a task with no verifier and no rubric
+    runnable."""
     bundle = Path(bundle)
     task_files = sorted((bundle / "tasks").glob("*.json"))
     if not task_files:
@@ -109,18 +200,26 @@ def import_bundle(
     target = Path(scenarios_dir) / partition_key(scenario_id)
     if target.exists() and not overwrite:
         raise BundleImportError(f"{target} already exists (pass --overwrite to replace it)")
+    try:
+        named = discover_servers(bundle, servers_file)
+    except ServersFileError as exc:
+        raise BundleImportError(str(exc)) from None
     report = ImportReport(scenario_id=scenario_id, folder=target)
+    for name, source in named.sources.items():
+        report.note("bundle", f"server {name!r}: named in {source}")
     with staged_scenario_folder(target) as staging:
-        profiles = _copy_profiles(bundle, staging, report)
+        job = _Import(bundle, staging, report, named, simlab_package or installed_simlab_package(), allow_ungraded)
+        _read_env_config(bundle, named, report)
+        job.profiles = _copy_profiles(bundle, staging, report)
         _copy_verifiers(bundle, staging)
         servers: list[str] = []
         for path in task_files:
-            task = _import_task(path, bundle, staging, profiles, report)
-            for ref in task["tool_servers"]:
-                if ref["name"] not in servers:
-                    servers.append(ref["name"])
+            task = _import_task(path, job)
+            servers.extend(ref["name"] for ref in task["tool_servers"] if ref["name"] not in servers)
             _write_json(staging / "tasks" / f"{task['task_id']}.json", task)
             report.tasks.append(task["task_id"])
+            if task.get("unrunnable_reason"):
+                report.unrunnable[task["task_id"]] = task["unrunnable_reason"]
         template = Template(
             scenario_id=scenario_id,
             name=scenario_id.partition(":")[0].replace("_", " ").capitalize(),
@@ -138,6 +237,27 @@ def import_bundle(
 def _write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _read_env_config(bundle: Path, named: NamedServers, report: ImportReport) -> None:
+    """Report what of SimLab's `env.yaml` (in or beside the bundle) has no place here: its tools (apps) that no
+    server plays, and its setup scripts, mounted fixtures, skills and guidance (the environment's own)."""
+    for folder in (bundle, bundle.parent):
+        path = folder / _ENV_FILE
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise BundleImportError(f"{path}: cannot be read: {exc}") from None
+        if not isinstance(raw, dict):
+            raise BundleImportError(f"{path}: expected a mapping (SimLab's environment config)")
+        for key in sorted(set(raw) - _ENV_READ_KEYS):
+            report.note("bundle", f"{path.name}: {key}: the environment's, not reproduced here; left out")
+        tools = raw.get("tools") if isinstance(raw.get("tools"), list) else []
+        for problem in resolve_task_servers([], tools, named).problems:
+            report.note("bundle", f"{path.name}: tools: {problem.removeprefix('apps')}")
+        return
 
 
 def _copy_profiles(bundle: Path, staging: Path, report: ImportReport) -> dict[str, dict[str, Any]]:
@@ -181,46 +301,68 @@ def _copy_verifiers(bundle: Path, staging: Path) -> None:
         (target / "__init__.py").write_text('"""Verifiers imported from a SimLab task bundle."""\n')
 
 
-def _import_task(
-    path: Path, bundle: Path, staging: Path, profiles: dict[str, dict[str, Any]], report: ImportReport
-) -> dict[str, Any]:
-    raw = _read_json(path, bundle)
-    if not isinstance(raw, dict):
-        raise BundleImportError(f"{path}: expected a JSON object")
-    meta: dict[str, Any] = raw["meta"] if isinstance(raw.get("meta"), dict) else {}
+def _task_text(raw: dict[str, Any], path: Path) -> tuple[str, str]:
+    for key in _TEXT_KEYS:
+        text = raw.get(key)
+        if isinstance(text, str) and text.strip():
+            return key, text
+    raise BundleImportError(f"{path}: task: required (the instruction given to the agent; or instruction)")
+
+
+def _apps(raw: dict[str, Any], meta: dict[str, Any]) -> list[Any]:
+    apps = raw.get("apps") if isinstance(raw.get("apps"), list) else meta.get("apps")
+    return list(apps) if isinstance(apps, list) else []
+
+
+def _task_id(raw: dict[str, Any], meta: dict[str, Any], path: Path) -> str:
     task_id = meta.get("task_id") or raw.get("task_id")
     if not isinstance(task_id, str) or not task_id.strip():
         raise BundleImportError(f"{path}: meta.task_id: required")
     if not is_plain_name(task_id):
         # it names the task's files (tasks/<id>.json, seed files, rubrics/<id>.md): never a path
         raise BundleImportError(f"{path}: meta.task_id: {plain_name_error(task_id)}")
-    description = raw.get("task") or raw.get("description")
-    if not isinstance(description, str) or not description.strip():
-        raise BundleImportError(f"{path}: task: required (the instruction given to the agent)")
+    return task_id
+
+
+def _import_task(path: Path, job: _Import) -> dict[str, Any]:
+    raw = _read_json(path, job.bundle)
+    if not isinstance(raw, dict):
+        raise BundleImportError(f"{path}: expected a JSON object")
+    meta: dict[str, Any] = raw["meta"] if isinstance(raw.get("meta"), dict) else {}
+    task_id = _task_id(raw, meta, path)
+    text_key, description = _task_text(raw, path)
+    report = job.report
     for key in sorted(set(raw) - _READ_KEYS - _CATALOG_KEYS - {"task_id"}):
         report.note(task_id, f"{key}: has no place in a scenario task; left out")
     for key in sorted(set(meta) - _META_KEYS):
         report.note(task_id, f"meta.{key}: has no place in a scenario task; left out")
-    servers = _map_servers(raw, task_id, report)
+    refs = raw.get("tool_servers") if isinstance(raw.get("tool_servers"), list) else []
+    apps = _apps(raw, meta)
+    plan = resolve_task_servers(refs, apps, job.servers)
     task: dict[str, Any] = {
         "task_id": task_id,
-        "name": str(meta.get("display_name") or raw.get("name") or task_id),
+        "name": str(meta.get("display_name") or meta.get("name") or raw.get("name") or task_id),
         "difficulty": str(meta.get("difficulty") or raw.get("difficulty") or "medium"),
         "category": str(meta.get("category") or _category(raw.get("category"))),
         "description": description,
         **{key: raw[key] for key in _CATALOG_KEYS if key in raw},
     }
-    seed_data = _write_seeds(raw, task_id, staging, profiles, servers, report)
-    task["tool_servers"] = [{"name": name} for name in servers]
-    task["simlab_servers"] = servers
-    task["seed_data"] = seed_data
-    task["npc_profiles"] = _npc_ids(raw, task_id, profiles, report)
-    task["verifiers"] = _verifier_names(raw, task_id, staging, report)
-    rubric = bundle / "rubrics" / f"{task_id}.md"
-    if rubric.is_file() and not resolves_inside(rubric, bundle):
-        raise BundleImportError(f"{rubric}: is a link to a file outside {bundle}; it is not read")
+    task["seed_data"] = _write_seeds(raw, task_id, job, plan)
+    task["tool_servers"] = [{"name": name} for name in plan.builtin]
+    task["simlab_servers"] = dict(plan.builtin)
+    _add_named_servers(task, plan, task_id, report)
+    problems = list(plan.problems)
+    task["npc_profiles"] = _npc_ids(raw, job.profiles, problems)
+    task["verifiers"] = _verifier_names(raw, job, problems)
+    rubric = job.bundle / "rubrics" / f"{task_id}.md"
+    if rubric.is_file() and not resolves_inside(rubric, job.bundle):
+        raise BundleImportError(f"{rubric}: is a link to a file outside {job.bundle}; it is not read")
     if "rubric" not in task and rubric.is_file():
         task["rubric"] = _rubric(task_id, task["name"], rubric.read_text(encoding="utf-8"))
+    if not task["verifiers"] and not task.get("rubric") and not job.allow_ungraded:
+        problems.append(NOTHING_GRADES)
+    task["unrunnable_reason"] = "; ".join(problems) or None
+    task["simlab_origin"] = _origin(raw, meta, apps, refs, text_key)
     try:
         Task.model_validate({**task, "npc_profiles": []})  # profile ids are resolved when the catalog loads
     except ValueError as exc:
@@ -228,173 +370,118 @@ def _import_task(
     return task
 
 
+def _origin(
+    raw: dict[str, Any], meta: dict[str, Any], apps: list[Any], refs: list[Any], text_key: str
+) -> dict[str, Any]:
+    """What the bundle said of the task that the scenario's own fields do not keep."""
+    servers = [
+        {"name": str(ref.get("name")), "tool_server_url": str(ref.get("tool_server_url") or "")}
+        for ref in refs
+        if isinstance(ref, dict) and ref.get("name")
+    ]
+    origin: dict[str, Any] = {"meta": meta, "apps": apps, "tool_servers": servers, "text_key": text_key}
+    if "category" in raw:
+        origin["category"] = raw["category"]
+    return origin
+
+
+def _add_named_servers(task: dict[str, Any], plan: TaskServers, task_id: str, report: ImportReport) -> None:
+    """The user-named servers the task uses: MCP ones into `mcp_servers`, spec 001 HTTP ones into
+    `http_servers`, each under the name the bundle gave it (which its verifiers read)."""
+    mcp = list(task.get("mcp_servers") or [])
+    http: dict[str, str] = {}
+    for name, server in plan.named.items():
+        if server.is_mcp:
+            entry, secrets = mcp_server_entry(name, server)
+            mcp.append(entry)
+            if secrets:
+                report.note(task_id, f"server {name!r}: {secrets} are read from the environment when it starts")
+        elif server.url is not None:
+            http[name] = server.url
+    if mcp:
+        task["mcp_servers"] = mcp
+    if http:
+        task["http_servers"] = http
+
+
 def _category(value: Any) -> str:
     # SimLab marks ordinary tasks `category: task` and hidden ones `test`; neither is a topic.
     return "general" if value in (None, "", "task") else str(value)
 
 
-def _map_servers(raw: dict[str, Any], task_id: str, report: ImportReport) -> dict[str, str]:
-    """Built-in server -> the name the task gave it, in the task's order."""
-    servers: dict[str, str] = {}
-    refs = raw.get("tool_servers") or []
-    for pos, ref in enumerate(refs if isinstance(refs, list) else []):
-        name = ref.get("name") if isinstance(ref, dict) else ref
-        mapped = SIMLAB_SERVER_NAMES.get(str(name).lower()) if name else None
-        if mapped is None:
-            report.note(task_id, f"tool_servers[{pos}].name {name!r}: no built-in server plays its part; left out")
-        else:
-            servers.setdefault(mapped, str(name))
-    if not servers:
-        for app in raw.get("apps") or []:
-            mapped = SIMLAB_SERVER_NAMES.get(str(app).lower())
-            if mapped is not None:
-                servers.setdefault(mapped, str(app))
-    return servers
-
-
-def _write_seeds(
-    raw: dict[str, Any],
-    task_id: str,
-    staging: Path,
-    profiles: dict[str, dict[str, Any]],
-    servers: dict[str, str],
-    report: ImportReport,
-) -> dict[str, list[str]]:
-    seeds: dict[str, Any] = {}
-    if raw.get("seed_emails"):
-        seeds["email"] = _mailbox(raw["seed_emails"], profiles, task_id, report)
-    if raw.get("seed_calendar_events"):
-        seeds["calendar"] = _calendar(raw["seed_calendar_events"], task_id, report)
-    if raw.get("seed_group_channels"):
-        seeds["chat"] = _channels(raw["seed_group_channels"], profiles, task_id, report)
+def _write_seeds(raw: dict[str, Any], task_id: str, job: _Import, plan: TaskServers) -> dict[str, list[str]]:
+    """The task's seeds as seed files: SimLab's inline lists, and a generated bundle's `seed_data` + inline
+    `seed_files`. A seeded built-in server joins the task's servers: the agent works on it."""
     seed_data: dict[str, list[str]] = {}
-    for server, content in seeds.items():
-        if content is None:
-            continue
-        servers.setdefault(server, server)  # the task seeds it, so the agent works on it
+    for server, content in seed_contents(raw, task_id, job.profiles, job.report.note).items():
+        plan.builtin.setdefault(server, server)
         filename = f"{task_id}_{server}.json"
-        _write_json(staging / "seed_data" / filename, content)
+        _write_json(job.staging / "seed_data" / filename, content)
         seed_data[server] = [filename]
+    inline = raw.get("seed_files") if isinstance(raw.get("seed_files"), dict) else {}
+    named = raw.get("seed_data") if isinstance(raw.get("seed_data"), dict) else {}
+    for server, files in named.items():
+        for name in files if isinstance(files, list) else []:
+            if name not in inline:
+                job.report.note(task_id, f"seed_data.{server}: {name!r} is not in seed_files; left out")
+                continue
+            try:
+                relative = safe_relative_path(str(name))
+            except ValueError as exc:
+                raise BundleImportError(f"{task_id}: seed_data.{server}: {exc}") from None
+            _write_json(job.staging / "seed_data" / relative, inline[name])
+            seed_data.setdefault(str(server), []).append(str(relative))
+            if str(server) in SIMLAB_SERVER_NAMES.values():
+                plan.builtin.setdefault(str(server), str(server))
     return seed_data
 
 
-def _address(value: Any, profiles: dict[str, dict[str, Any]]) -> str:
-    text = str(value or "").strip()
-    if text in profiles:
-        return str(profiles[text]["email"])
-    return text if "@" in text else f"{text}@example.com"
-
-
-def _mailbox(
-    emails: Any, profiles: dict[str, dict[str, Any]], task_id: str, report: ImportReport
-) -> dict[str, Any] | None:
-    if not isinstance(emails, list):
-        report.note(task_id, "seed_emails: expected a list; left out")
-        return None
-    items = []
-    for pos, email in enumerate(emails):
-        if not isinstance(email, dict) or not email.get("to_addr") or not email.get("subject"):
-            report.note(task_id, f"seed_emails[{pos}]: needs to_addr and subject; left out")
-            continue
-        if email.get("body_html"):
-            report.note(task_id, f"seed_emails[{pos}].body_html: the mail server keeps plain text; body_text kept")
-        items.append(
-            {
-                "id": f"seed-{pos + 1:03d}",
-                "from": _address(email.get("from_profile_id"), profiles),
-                "to": [a.strip() for a in str(email["to_addr"]).split(",") if a.strip()],
-                "subject": str(email["subject"]),
-                "body": str(email.get("body_text") or ""),
-                "timestamp": str(email.get("timestamp") or SEED_TIMESTAMP),
-            }
-        )
-    if not items:
-        return None
-    # The mailbox belongs to whoever the seed mail is addressed to most: the agent.
-    account = Counter(a for item in items for a in item["to"]).most_common(1)[0][0]
-    return {"account": account, "emails": items}
-
-
-def _calendar(events: Any, task_id: str, report: ImportReport) -> dict[str, Any] | None:
-    if not isinstance(events, list):
-        report.note(task_id, "seed_calendar_events: expected a list; left out")
-        return None
-    items, accounts = [], Counter[str]()
-    for pos, event in enumerate(events):
-        if not isinstance(event, dict) or not all(event.get(k) for k in ("summary", "start", "end")):
-            report.note(task_id, f"seed_calendar_events[{pos}]: needs summary, start and end; left out")
-            continue
-        if event.get("account"):
-            accounts[str(event["account"])] += 1
-        items.append(
-            {
-                "id": f"seed-evt-{pos + 1:03d}",
-                "calendar_uid": "primary",
-                "title": str(event["summary"]),
-                "start": str(event["start"]),
-                "end": str(event["end"]),
-                "description": str(event.get("description") or ""),
-                "attendees": [str(a) for a in event.get("attendees") or []],
-            }
-        )
-    if not items:
-        return None
-    seed: dict[str, Any] = {"events": items}
-    if accounts and "@" in (account := accounts.most_common(1)[0][0]):
-        seed["account"] = account
-    return seed
-
-
-def _channels(
-    channels: Any, profiles: dict[str, dict[str, Any]], task_id: str, report: ImportReport
-) -> dict[str, Any] | None:
-    if not isinstance(channels, list):
-        report.note(task_id, "seed_group_channels: expected a list; left out")
-        return None
-    items = []
-    for pos, channel in enumerate(channels):
-        name = (
-            str((channel or {}).get("channel_name") or "").strip().lstrip("#").lower()
-            if isinstance(channel, dict)
-            else ""
-        )
-        if not name:
-            report.note(task_id, f"seed_group_channels[{pos}]: needs channel_name; left out")
-            continue
-        messages = []
-        for index, message in enumerate(channel.get("messages") or []):
-            text = (message or {}).get("text") or (message or {}).get("message") if isinstance(message, dict) else None
-            if not text:
-                report.note(task_id, f"seed_group_channels[{pos}].messages[{index}]: no text; left out")
-                continue
-            messages.append({"from": _address(message.get("from_profile_id"), profiles), "text": str(text)})
-        items.append({"name": name, "topic": str(channel.get("topic") or ""), "messages": messages})
-    return {"channels": items} if items else None
-
-
-def _npc_ids(raw: dict[str, Any], task_id: str, profiles: dict[str, dict[str, Any]], report: ImportReport) -> list[str]:
+def _npc_ids(raw: dict[str, Any], profiles: dict[str, dict[str, Any]], problems: list[str]) -> list[str]:
     ids = []
     for pos, npc in enumerate(raw.get("npcs") or []):
         profile_id = str((npc or {}).get("id") or "") if isinstance(npc, dict) else str(npc)
         if profile_id in profiles:
             ids.append(profile_id)
         else:
-            report.note(task_id, f"npcs[{pos}].id {profile_id!r}: not in npcs/profiles.json; left out")
+            problems.append(f"npcs[{pos}].id {profile_id!r}: no profile of that id in npcs/profiles.json")
     return ids
 
 
-def _verifier_names(raw: dict[str, Any], task_id: str, staging: Path, report: ImportReport) -> list[str]:
+def _verifier_names(raw: dict[str, Any], job: _Import, problems: list[str]) -> list[str]:
+    """The module names of the task's verifiers, each resolved as SimLab resolves it (see the module doc)."""
     names = []
     for pos, entry in enumerate(raw.get("verifiers") or []):
         if isinstance(entry, dict) and entry.get("func", VERIFIER_ENTRY_FUNC) != VERIFIER_ENTRY_FUNC:
-            report.note(task_id, f"verifiers[{pos}].func {entry.get('func')!r}: only python_module runs here; left out")
+            problems.append(f"verifiers[{pos}].func {entry.get('func')!r}: only python_module runs here")
             continue
-        name = verifier_module_name(entry)
-        if not isinstance(name, str) or not (staging / "verifiers" / f"{name}.py").is_file():
-            report.note(task_id, f"verifiers[{pos}]: {name!r} has no file verifiers/{name}.py; left out")
-            continue
-        names.append(name)
+        module = entry.get("module") if isinstance(entry, dict) else entry
+        name = _resolved_verifier(str(module or "").strip(), job)
+        if isinstance(name, str):
+            names.append(name)
+        else:
+            problems.append(f"verifiers[{pos}] {module!r}: {name[0]}")
     return names
+
+
+def _resolved_verifier(module: str, job: _Import) -> str | tuple[str]:
+    """The module's name in the scenario's `verifiers/`, or (why it has none,)."""
+    stem = module.rsplit(".", 1)[-1]
+    if not is_plain_name(stem) or not stem.isidentifier():
+        return (f"{stem!r} cannot name a verifier module",)
+    # SimLab's own lookup: the bundle's verifiers/<stem>.py, then v<stem>.py for a stem Python cannot import.
+    for candidate in (stem, f"v{stem}"):
+        if (job.staging / "verifiers" / f"{candidate}.py").is_file():
+            return candidate
+    if not module.startswith(f"{SIMLAB_VERIFIER_PACKAGE}."):
+        return (f"no file verifiers/{stem}.py in the bundle",)
+    if job.simlab_package is None:
+        return (f"no file verifiers/{stem}.py in the bundle, and no SimLab package was given (--simlab-package)",)
+    source = job.simlab_package / "verifiers" / f"{stem}.py"
+    if not source.is_file():
+        return (f"no file verifiers/{stem}.py in the bundle nor in the SimLab package at {job.simlab_package}",)
+    shutil.copyfile(source, job.staging / "verifiers" / f"{stem}.py")
+    job.report.note("bundle", f"verifiers/{stem}.py: taken from the SimLab package at {job.simlab_package}")
+    return stem
 
 
 def _rubric(task_id: str, name: str, markdown: str) -> dict[str, Any]:

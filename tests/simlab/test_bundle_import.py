@@ -38,9 +38,8 @@ def write_bundle(root: Path) -> Path:
 
 def test_import_maps_the_bundle_and_reports_what_has_no_place(tmp_path: Path) -> None:
     report = import_bundle(write_bundle(tmp_path), tmp_path / "scenarios", SCENARIO_ID)
-    assert report.tasks == ["ask_projector"]
-    notes = report.notes["ask_projector"]
-    assert any(n.startswith("tool_servers[1].name 'sec-edgar'") for n in notes), notes
+    assert report.tasks == ["ask_projector"] and report.unrunnable == {}
+    notes = report.notes.get("ask_projector", [])
     assert any(n.startswith("seed_emails[0].body_html") for n in notes) is False  # null html is nothing to drop
     scenario = ScenarioCatalog(tmp_path / "scenarios").get("ops_bundle")
     task = scenario.task("ask_projector")
@@ -52,6 +51,23 @@ def test_import_maps_the_bundle_and_reports_what_has_no_place(tmp_path: Path) ->
     assert mailbox["account"] == "agent@example.com"
     assert [(e["from"], e["subject"]) for e in mailbox["emails"]] == [(AISHA, "Ops sync on Thursday")]
     assert (scenario.verifiers_dir / "__init__.py").is_file()
+    assert task.unrunnable_reason is None
+    assert task.simlab_origin["tool_servers"] == [{"name": "email-env", "tool_server_url": "http://email-env:8040"}]
+    assert task.simlab_origin["apps"] == ["Email"] and task.simlab_origin["meta"]["idempotent"] is True
+
+
+def test_a_server_nobody_plays_makes_the_task_unrunnable_with_the_reason(tmp_path: Path) -> None:
+    bundle = write_bundle(tmp_path)
+    path = bundle / "tasks" / "ask_projector.json"
+    task = json.loads(path.read_text())
+    task["tool_servers"].append({"name": "sec-edgar", "tool_server_url": "http://sec-edgar:8090"})
+    path.write_text(json.dumps(task))
+    report = import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID)
+    reason = report.unrunnable["ask_projector"]
+    assert reason.startswith("tool_servers[1] 'sec-edgar': no built-in server plays it"), reason
+    assert "  ask_projector: UNRUNNABLE: tool_servers[1] 'sec-edgar'" in "\n".join(report.lines())
+    imported = ScenarioCatalog(tmp_path / "scenarios").get(SCENARIO_ID).task("ask_projector")
+    assert imported.unrunnable_reason == reason
 
 
 def test_a_bundle_without_a_task_id_is_refused_naming_the_file_and_field(tmp_path: Path) -> None:

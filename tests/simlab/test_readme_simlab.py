@@ -44,7 +44,7 @@ def test_the_bundle_walkthrough_imports_and_sweeps_and_the_export_commands_run(t
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     assert "scenario ops_bundle:1.0.0: 1 task(s)" in out
-    assert "tool_servers[1].name 'sec-edgar'" in out  # reported, not dropped silently
+    assert "  ask_projector: runnable" in out  # each task's verdict is printed
     # the table's rows: scenario | model | tasks | n | passes | ...
     rows = {cells[2].split()[0]: cells for line in out.splitlines() if len(cells := re.split(r"\s*[│|]\s*", line)) > 6}
     passes = {model: rows[model][5] for model in ("sim-oracle", "sim-noop", "simlab-agent")}
