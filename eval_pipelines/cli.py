@@ -595,13 +595,18 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     target = Path(args.scenarios_dir) if args.scenarios_dir else scenarios_dir()
     try:
-        report = import_bundle(Path(args.bundle), target, args.scenario_id, overwrite=args.overwrite)
+        report = import_bundle(
+            Path(args.bundle),
+            target,
+            args.scenario_id,
+            overwrite=args.overwrite,
+            servers_file=Path(args.servers) if args.servers else None,
+            simlab_package=Path(args.simlab_package) if args.simlab_package else None,
+            allow_ungraded=args.allow_ungraded,
+        )
     except BundleImportError as exc:
         raise UserError(str(exc)) from None
-    print(f"scenario {report.scenario_id}: {len(report.tasks)} task(s) in {report.folder}")
-    for where, notes in report.notes.items():
-        for note in notes:
-            print(f"  {where}: {note}")
+    print("\n".join(report.lines()))
     return 0
 
 
@@ -854,6 +859,18 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument("--scenario-id", default=None, help="default: <folder name>:1.0.0")
     importer.add_argument("--scenarios-dir", default=None, help="default: the project's scenarios/")
     importer.add_argument("--overwrite", action="store_true", help="replace a scenario of the same id")
+    importer.add_argument(
+        "--servers",
+        default=None,
+        help="YAML/JSON naming the servers no built-in one plays: {servers: {name: {url} | {command, args, env}}} "
+        "or SimLab's mcp-servers.json (one in or beside the bundle is read anyway)",
+    )
+    importer.add_argument(
+        "--simlab-package", default=None, help="a SimLab package folder to take simlab.verifiers.<name> modules from"
+    )
+    importer.add_argument(
+        "--allow-ungraded", action="store_true", help="keep a task with no verifier and no rubric runnable"
+    )
     importer.set_defaults(func=cmd_import)
     generate = sub.add_parser(
         "generate-tasks", help="generate a new scenario from a toolset (spec 000 task generation)"
