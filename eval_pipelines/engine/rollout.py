@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import inspect
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from eval_pipelines.llm.errors import LLMError
 from eval_pipelines.llm.metering import UsageMeter, metering
 from eval_pipelines.schemas.artifacts import (
     META_CLIENT_CONTEXT,
+    META_HTTP_SERVERS,
     META_NPC_TRANSCRIPTS,
     META_SIMLAB_SERVERS,
     META_STATE,
@@ -39,6 +41,7 @@ from eval_pipelines.schemas.artifacts import (
     META_TIMEOUT,
     META_TOOL_SERVERS,
     META_TURN_STATES,
+    META_UNRESTORABLE_SERVERS,
     META_USAGE,
     META_USER_ENDING,
     RunArtifacts,
@@ -301,6 +304,7 @@ class RolloutEngine:
             artifacts.metadata[META_TOOL_SERVERS] = dict(workspaces)
             if spec.task.simlab_servers:
                 artifacts.metadata[META_SIMLAB_SERVERS] = dict(spec.task.simlab_servers)
+            _record_http_servers(artifacts, spec.task.http_servers)
             if snapshot_error is not None and ending.error_class is None:
                 # Verifiers read the final state; without it a "fail" would be a wrong number, not a result.
                 artifacts.set_error(snapshot_error)
@@ -635,3 +639,21 @@ def _error_behind_failure(
         if withheld:
             return ErrorClass.NPC_MODEL, withheld[0]
     return None, None
+
+
+def _record_http_servers(artifacts: RunArtifacts, servers: dict[str, str]) -> None:
+    """The task's own HTTP servers, for verifiers that query them live. A URL with credentials in it is left out
+    (artifacts are stored): a verifier asking for that server learns why instead."""
+    plain = {name: url for name, url in servers.items() if not _carries_credentials(url)}
+    if plain:
+        artifacts.metadata[META_HTTP_SERVERS] = plain
+    if len(plain) < len(servers):
+        artifacts.metadata[META_UNRESTORABLE_SERVERS] = {
+            name: "its URL carries credentials, which a rollout's artifacts never hold"
+            for name in servers.keys() - plain.keys()
+        }
+
+
+def _carries_credentials(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    return bool(parts.username or parts.password or parts.query)
