@@ -275,11 +275,17 @@ class RolloutEngine:
                 return self._finish(spec, artifacts, _PROVISIONING_FAILED, [], started)
 
             observer.phase(RolloutPhase.AGENT_RUNNING, "step 0")
+            try:
+                mcp_servers = [*spec.mcp_servers, *(McpServerSpec.model_validate(s) for s in spec.task.mcp_servers)]
+            except ValueError as exc:
+                artifacts.set_error(f"Workspace provisioning failed: the task's mcp_servers: {exc}")
+                return self._finish(spec, artifacts, _PROVISIONING_FAILED, [], started)
             environment = UnifiedEnvironment(
-                workspaces,
+                # The task's own HTTP servers are used as they are: no workspace, seed or snapshot of theirs.
+                {**workspaces, **spec.task.http_servers},
                 timeout_seconds=self.tool_timeout_seconds,
                 http_client=self.admin.http_client(),
-                mcp_servers=list(spec.mcp_servers),
+                mcp_servers=mcp_servers,
                 known_tools={
                     server: self._tool_listings[key]
                     for server in servers
@@ -288,7 +294,7 @@ class RolloutEngine:
                 bare_tool_names=spec.task.bare_tool_names,
                 hidden_tools=spec.task.user.hidden_before() if isinstance(spec.task.user, ScriptedUserSpec) else (),
             )
-            if spec.mcp_servers:
+            if mcp_servers:
                 try:
                     await environment.aconnect()
                 except Exception as exc:  # an MCP server that cannot start is a provisioning failure
@@ -298,7 +304,8 @@ class RolloutEngine:
             if spec.agent_path is not None:
                 _make_storable(artifacts)
             for server, tools in environment.http_tool_listings().items():
-                self._tool_listings.setdefault(self._listing_key(spec, server), tools)
+                if server in workspaces:  # a task's own HTTP server may change its tools between rollouts
+                    self._tool_listings.setdefault(self._listing_key(spec, server), tools)
             snapshot_error = await self._capture_state(spec, environment, workspaces, initial, artifacts)
             # Verifiers run before teardown, so one that queries a server live (SimLab's do) finds it here.
             artifacts.metadata[META_TOOL_SERVERS] = dict(workspaces)
