@@ -20,6 +20,7 @@ from pydantic_core import PydanticSerializationError
 
 from eval_pipelines.agents.base import META_TERMINATION, BaseAgent, construct_agent
 from eval_pipelines.agents.loader import load_agent_class
+from eval_pipelines.agents.remote import AgentEnvironmentError, AgentRunFailed, RemoteAgent
 from eval_pipelines.agents.simlab_adapter import SimLabAgentAdapter
 from eval_pipelines.agents.text_tool_calls import flag_text_tool_call
 from eval_pipelines.agents.tool_calling import ToolCallingAgent
@@ -31,6 +32,7 @@ from eval_pipelines.lib.json_values import without_lone_surrogates
 from eval_pipelines.llm.deadline import ROLE_USER, RolloutDeadline, rollout_deadline
 from eval_pipelines.llm.errors import LLMError
 from eval_pipelines.llm.metering import UsageMeter, metering
+from eval_pipelines.schemas.agent_environment import AgentEnvironment
 from eval_pipelines.schemas.artifacts import (
     META_CLIENT_CONTEXT,
     META_HTTP_SERVERS,
@@ -122,6 +124,8 @@ class RolloutSpec:
     client_context: dict[str, Any] | None = None
     #: a custom agent as 'module.path:ClassName'; None runs the reference tool-calling agent.
     agent_path: str | None = None
+    #: the interpreter `agent_path` runs in, as a worker process of its own (agents/remote.py); None: in-process.
+    agent_environment: AgentEnvironment | None = None
     #: MCP servers the agent gets besides the task's tool servers.
     mcp_servers: tuple[McpServerSpec, ...] = ()
     #: the model that plays the task's NPCs (simulated users); None leaves NPCs to the tool server's default.
@@ -179,6 +183,15 @@ def default_agent_factory(
     if spec.agent_path is None:
         return ToolCallingAgent(
             **available, system_prompt=spec.task.system_prompt, max_steps_per_turn=spec.task.max_steps_per_turn
+        )
+    if spec.agent_environment is not None:
+        return RemoteAgent(
+            spec.agent_path,
+            spec.agent_environment,
+            client=available["client"],
+            model_config=spec.model_config,
+            user_tag=available["user_tag"],
+            server_names=spec.task.simlab_servers,
         )
     agent_class = load_agent_class(spec.agent_path)
     if issubclass(agent_class, SimLabAgentAdapter):
@@ -276,36 +289,16 @@ class RolloutEngine:
 
             observer.phase(RolloutPhase.AGENT_RUNNING, "step 0")
             try:
-                mcp_servers = [*spec.mcp_servers, *(McpServerSpec.model_validate(s) for s in spec.task.mcp_servers)]
-            except ValueError as exc:
-                artifacts.set_error(f"Workspace provisioning failed: the task's mcp_servers: {exc}")
-                return self._finish(spec, artifacts, _PROVISIONING_FAILED, [], started)
-            environment = UnifiedEnvironment(
-                # The task's own HTTP servers are used as they are: no workspace, seed or snapshot of theirs.
-                {**workspaces, **spec.task.http_servers},
-                timeout_seconds=self.tool_timeout_seconds,
-                http_client=self.admin.http_client(),
-                mcp_servers=mcp_servers,
-                known_tools={
-                    server: self._tool_listings[key]
-                    for server in servers
-                    if (key := self._listing_key(spec, server)) in self._tool_listings
-                },
-                bare_tool_names=spec.task.bare_tool_names,
-                hidden_tools=spec.task.user.hidden_before() if isinstance(spec.task.user, ScriptedUserSpec) else (),
-            )
-            if mcp_servers:
-                try:
+                environment = self._environment(spec, workspaces)
+                if environment.mcp_servers:
                     await environment.aconnect()
-                except Exception as exc:  # an MCP server that cannot start is a provisioning failure
-                    artifacts.set_error(f"Workspace provisioning failed: MCP server: {exc}")
-                    return self._finish(spec, artifacts, _PROVISIONING_FAILED, [], started)
+            except Exception as exc:  # an MCP server that cannot start (or is misdeclared) is a provisioning failure
+                artifacts.set_error(f"Workspace provisioning failed: MCP server: {exc}")
+                return self._finish(spec, artifacts, _PROVISIONING_FAILED, [], started)
             ending = await self._run_agent(spec, environment, artifacts, cancel, workspaces)
             if spec.agent_path is not None:
                 _make_storable(artifacts)
-            for server, tools in environment.http_tool_listings().items():
-                if server in workspaces:  # a task's own HTTP server may change its tools between rollouts
-                    self._tool_listings.setdefault(self._listing_key(spec, server), tools)
+            self._remember_listings(spec, environment, workspaces)
             snapshot_error = await self._capture_state(spec, environment, workspaces, initial, artifacts)
             # Verifiers run before teardown, so one that queries a server live (SimLab's do) finds it here.
             artifacts.metadata[META_TOOL_SERVERS] = dict(workspaces)
@@ -330,6 +323,28 @@ class RolloutEngine:
                 task.add_done_callback(self._cleanups.discard)
             else:
                 await self._delete_workspaces(list(workspaces.values()))
+
+    def _environment(self, spec: RolloutSpec, workspaces: dict[str, str]) -> UnifiedEnvironment:
+        """The agent's servers: the workspaces, the task's own HTTP servers (used as they are: no workspace, seed
+        or snapshot of theirs) and its MCP servers besides the rollout's."""
+        return UnifiedEnvironment(
+            {**workspaces, **spec.task.http_servers},
+            timeout_seconds=self.tool_timeout_seconds,
+            http_client=self.admin.http_client(),
+            mcp_servers=[*spec.mcp_servers, *(McpServerSpec.model_validate(s) for s in spec.task.mcp_servers)],
+            known_tools={
+                server: self._tool_listings[key]
+                for server in workspaces
+                if (key := self._listing_key(spec, server)) in self._tool_listings
+            },
+            bare_tool_names=spec.task.bare_tool_names,
+            hidden_tools=spec.task.user.hidden_before() if isinstance(spec.task.user, ScriptedUserSpec) else (),
+        )
+
+    def _remember_listings(self, spec: RolloutSpec, environment: UnifiedEnvironment, workspaces: dict[str, str]) -> None:
+        for server, tools in environment.http_tool_listings().items():
+            if server in workspaces:  # a task's own HTTP server may change its tools between rollouts
+                self._tool_listings.setdefault(self._listing_key(spec, server), tools)
 
     async def _delete_workspaces(self, urls: list[str]) -> None:
         for url in urls:
@@ -390,6 +405,12 @@ class RolloutEngine:
         except (ValueError, TypeError) as exc:  # an unloadable custom agent fails this rollout, with the reason
             artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
             return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR)
+        if isinstance(agent, RemoteAgent):
+            try:  # its interpreter (a first install takes minutes) is found before the rollout's clock starts
+                await agent.prepare()
+            except AgentEnvironmentError as exc:
+                artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
+                return _AGENT_ENVIRONMENT_FAILED
 
         async def drive() -> None:
             await _maybe_await(agent.setup(environment))
@@ -594,16 +615,21 @@ def _finished_ending(artifacts: RunArtifacts, agent_task: asyncio.Future[None], 
         # The user's model, not the agent's, failed: the conversation cannot go on, and says nothing of the agent.
         artifacts.set_error(str(exc))
         return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.USER_SIMULATOR)
+    except AgentEnvironmentError as exc:
+        # The agent's interpreter could not run it, or the channel to its worker broke: nothing was learned.
+        artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
+        return _AGENT_ENVIRONMENT_FAILED
     except LLMError as exc:
         # The endpoint failed (unreachable, refused, rate limited after retries, 5xx, timeout, garbage): nothing
         # was learned about the model's skill.
         artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
         return _Ending(RolloutStatus.FAILED, TerminationReason.AGENT_ERROR, ErrorClass.MODEL_ENDPOINT)
     except Exception as exc:
-        if type(agent) is ToolCallingAgent:
+        if type(agent) is ToolCallingAgent or (isinstance(agent, RemoteAgent) and not isinstance(exc, AgentRunFailed)):
             # The reference agent is this project's code: what it raises while handling a model's reply (encoding,
-            # serialising, recording) is the harness's fault, and must not count against the model. A custom
-            # agent's own crash (a subclass included) stays the agent's failure.
+            # serialising, recording) is the harness's fault, and must not count against the model; so is what the
+            # code driving a remote agent raises. A custom agent's own crash (a subclass included, a remote agent's
+            # `AgentRunFailed`) stays the agent's failure.
             artifacts.set_error(MSG_REFERENCE_AGENT_FAULT.format(error=f"{type(exc).__name__}: {exc}"))
             return _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.INTERNAL)
         artifacts.set_error(MSG_AGENT_FAILED.format(error=exc))
@@ -621,6 +647,9 @@ def _record_usage(artifacts: RunArtifacts, meter: UsageMeter) -> None:
         artifacts.metadata[META_USAGE] = meter.usage.model_dump()
 
 
+_AGENT_ENVIRONMENT_FAILED = _Ending(
+    RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.AGENT_ENVIRONMENT
+)
 _PROVISIONING_FAILED = _Ending(RolloutStatus.WORKSPACE_ERROR, TerminationReason.WORKSPACE_ERROR, ErrorClass.TOOL_SERVER)
 
 
