@@ -341,7 +341,9 @@ class RolloutEngine:
             hidden_tools=spec.task.user.hidden_before() if isinstance(spec.task.user, ScriptedUserSpec) else (),
         )
 
-    def _remember_listings(self, spec: RolloutSpec, environment: UnifiedEnvironment, workspaces: dict[str, str]) -> None:
+    def _remember_listings(
+        self, spec: RolloutSpec, environment: UnifiedEnvironment, workspaces: dict[str, str]
+    ) -> None:
         for server, tools in environment.http_tool_listings().items():
             if server in workspaces:  # a task's own HTTP server may change its tools between rollouts
                 self._tool_listings.setdefault(self._listing_key(spec, server), tools)
