@@ -76,6 +76,8 @@ def launch_request(
     body["max_parallel"] = min([sweep.max_parallel, *(m.max_concurrency for m in called if m.max_concurrency)])
     if model.agent:
         body["agent"] = model.agent
+    if model.agent_environment is not None:
+        body["agent_environment"] = model.agent_environment.model_dump(exclude_none=True)
     if budget_usd is not None:
         body["max_cost_usd"] = max(budget_usd, COST_EPSILON_USD)
     return RunLaunchRequest.model_validate(body)

@@ -22,6 +22,7 @@ from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, Rollout
 from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles
 from eval_pipelines.lib.slots import SlotPool
 from eval_pipelines.schemas._base import utc_now_iso
+from eval_pipelines.schemas.agent_environment import AgentEnvironment
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import (
@@ -139,6 +140,7 @@ class RunSettings:
 
     overrides: dict[str, TaskOverride]
     agent_path: str | None
+    agent_environment: AgentEnvironment | None
     max_cost_usd: float | None
     error_retries: int
     error_retry_backoff_seconds: float
@@ -148,9 +150,11 @@ class RunSettings:
         retries = request.get("error_retries")
         backoff = request.get("error_retry_backoff_seconds")
         agent = request.get("agent")
+        agent_environment = request.get("agent_environment")
         return cls(
             overrides={k: TaskOverride.model_validate(v) for k, v in (request.get("task_overrides") or {}).items()},
             agent_path=agent if isinstance(agent, str) else None,
+            agent_environment=None if agent_environment is None else AgentEnvironment.model_validate(agent_environment),
             max_cost_usd=request.get("max_cost_usd"),
             error_retries=DEFAULT_ERROR_RETRIES if retries is None else int(retries),
             error_retry_backoff_seconds=DEFAULT_ERROR_RETRY_BACKOFF_SECONDS if backoff is None else float(backoff),
@@ -293,6 +297,7 @@ class RolloutJob:
             rollout_index=rollout.rollout_index,
             client_context=extra.get("client_context"),
             agent_path=self.settings.agent_path,
+            agent_environment=self.settings.agent_environment,
             user_model_config=self.user_model_config,
             npc_profiles=npc_profiles_of(self.scenario, task),
         )
