@@ -1,17 +1,24 @@
-"""A local scenario's seed data in the hosted product's task fields (`seed_emails`, `seed_calendar_events`), which
-the SimLab CLI's `tasks seed` sends into its own mail and calendar servers before a run.
+"""A local scenario as the hosted product lists it to its clients (the SimLab CLI).
 
-The built-in servers' seed files hold whole mailboxes and calendars (`{"account", "emails": [...]}`,
-`{"account", "calendars": [...], "events": [...]}`); each message and event becomes one entry. Seed files of
-other shapes have no hosted counterpart and are left to `seed_data`.
+Seed data in the hosted task fields (`seed_emails`, `seed_calendar_events`), which the SimLab CLI's `tasks seed`
+sends into its own mail and calendar servers before a run: the built-in servers' seed files hold whole mailboxes
+and calendars (`{"account", "emails": [...]}`, `{"account", "calendars": [...], "events": [...]}`); each message
+and event becomes one entry. Seed files of other shapes have no hosted counterpart and are left to `seed_data`.
+
+Server names: a scenario imported from a SimLab bundle is listed under the bundle's own server names
+(`email-env`, `coding-env`, a name the user gave an HTTP server), which SimLab's `env init` picks its toolsets by
+and its `tasks` commands match endpoints by; the catalog itself keeps the built-in names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.schemas.hosted import SeedCalendarEvent, SeedEmail
+from eval_pipelines.schemas.scenarios import Task, TaskToolServer, Template, TemplateToolServer
+from eval_pipelines.schemas.service_wire import PublicTask
 
 
 def _addresses(value: Any) -> str:
@@ -61,3 +68,59 @@ def seed_calendar_events(payloads: Iterable[Any]) -> list[SeedCalendarEvent]:
                 )
             )
     return events
+
+
+def served_names(task: Task) -> dict[str, str]:
+    """Each of the task's tool servers -> the name it is listed under: the one its SimLab bundle gave it
+    (`Task.simlab_servers`: `email` -> `email-env`), else its own."""
+    names = {server.name: server.name for server in task.tool_servers}
+    names.update({server: name for server, name in task.simlab_servers.items() if server in names and name})
+    return names
+
+
+def builtin_server(task: Task, listed_name: str) -> str | None:
+    """The task's tool server listed as `listed_name` (see `served_names`), or None."""
+    return next((server for server, name in served_names(task).items() if name == listed_name), None)
+
+
+def served_task(public: PublicTask, task: Task, workspace_url: Callable[[str, str], str | None]) -> PublicTask:
+    """`public` (the listing's view of `task`) under the names the task is served by: each tool server as
+    `served_names` lists it, at `workspace_url(server, listed name)` (None: the URL it has), then the HTTP servers
+    the task uses as they are, without credentials in their URLs; `seed_data` keyed by the same names."""
+    names = served_names(task)
+    servers = [
+        TaskToolServer(
+            name=names.get(server.name, server.name),
+            tool_server_url=workspace_url(server.name, names.get(server.name, server.name)) or server.tool_server_url,
+        )
+        for server in public.tool_servers
+    ]
+    listed = {server.name for server in servers}
+    servers += [
+        TaskToolServer(name=name, tool_server_url=redact_url(url))
+        for name, url in task.http_servers.items()
+        if name not in listed
+    ]
+    seed_data = {names.get(server, server): files for server, files in public.seed_data.items()}
+    return public.model_copy(update={"tool_servers": servers, "seed_data": seed_data})
+
+
+def served_template(template: Template, tasks: Iterable[Task]) -> Template:
+    """The template as the listing shows it: each tool server under the names its tasks are served by (an
+    imported bundle's `email-env`, `coding-env`), then the HTTP servers its tasks use. SimLab's `env init` picks
+    the toolsets of a new environment by these names."""
+    listed: dict[str, list[str]] = {}
+    http_names: list[str] = []
+    for task in tasks:
+        for server, name in served_names(task).items():
+            if name not in listed.setdefault(server, []):
+                listed[server].append(name)
+        http_names += [name for name in task.http_servers if name not in http_names]
+    servers = [
+        server.model_copy(update={"name": name})
+        for server in template.tool_servers
+        for name in listed.get(server.name) or [server.name]
+    ]
+    names = {server.name for server in servers}
+    servers += [TemplateToolServer(name=name) for name in http_names if name not in names]
+    return template.model_copy(update={"tool_servers": servers})

@@ -10,6 +10,8 @@ Local extensions, beyond spec 000:
   whose detail names the existing run; resume that run instead.
 - `GET /runs?run_name=...` filters by run name.
 - `GET /health`.
+- `/ws/<token>/<task_id>/<server>/tools` and `/step`: the `tool_server_url`s of a task listing, each a seeded
+  workspace of its caller's own; no key (the token is the credential), and outside this document.
 - A family id (`email_ops`) names the newest version of a scenario wherever a scenario id is taken, and
   `GET /auth/verify` answers 200 for a known key and 401 otherwise: both as the hosted product does (its
   SimLab CLI relies on them).
@@ -44,7 +46,7 @@ from eval_pipelines.schemas.service_wire import (
 from eval_pipelines.schemas.sweep import SIMULATED_BASE_URL
 from eval_pipelines.service.executor import InvalidRequest, NotFound
 from eval_pipelines.service.responses import AUTH_ERRORS, error_response, retry_after
-from eval_pipelines.service.routes import ROUTERS
+from eval_pipelines.service.routes import ROUTERS, workspaces
 from eval_pipelines.service.scheduler import ConfigMismatch, Overloaded
 from eval_pipelines.service.settings import ServiceSettings
 from eval_pipelines.service.state import EvaluationService, authenticate
@@ -223,6 +225,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     for router in ROUTERS:
         for prefix in ("", "/v1"):
             app.include_router(router, prefix=prefix, dependencies=[Depends(authenticate)], responses=AUTH_ERRORS)
+    # Tool servers, not spec-000 resources: the URL's token is the credential (SimLab sends them no key).
+    app.include_router(workspaces.router)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -11,6 +11,7 @@ from fastapi.security import APIKeyHeader
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.runtime.local import shared_runtime
 from eval_pipelines.service.auth import API_KEY_HEADER, Permission
+from eval_pipelines.service.caller_workspaces import CallerWorkspaces
 from eval_pipelines.service.executor import RunExecutor
 from eval_pipelines.service.layout import service_paths
 from eval_pipelines.service.scheduler import RunScheduler
@@ -22,7 +23,8 @@ logger = logging.getLogger(__name__)
 
 
 class EvaluationService:
-    """Everything one app instance owns: store, catalog, executor, scheduler, task-generation jobs."""
+    """Everything one app instance owns: store, catalog, executor, scheduler, task-generation jobs, the workspaces
+    of task listings."""
 
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
@@ -43,6 +45,8 @@ class EvaluationService:
             rollout_timeout_seconds=settings.rollout_timeout_seconds,
         )
         self.jobs = TaskGenJobs(self.store, settings.task_generator, runner=self.executor.runner)
+        #: the workspaces behind the `tool_server_url`s of task listings, one per listing, task and server
+        self.caller_workspaces = CallerWorkspaces()
 
     def begin_drain(self) -> None:
         """Shutdown has begun: new work gets 503 from now on."""
@@ -66,6 +70,7 @@ class EvaluationService:
         self.begin_drain()
         await self.jobs.aclose()
         await self.scheduler.aclose(self.settings.drain_seconds)
+        await self.caller_workspaces.aclose()
 
     def scenario(self, scenario_id: str) -> ScenarioFiles:
         return self.executor.scenario(scenario_id)

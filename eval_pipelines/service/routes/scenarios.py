@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 
+from eval_pipelines.inputs.hosted import served_task, served_template
 from eval_pipelines.inputs.scenarios import ScenarioError
 from eval_pipelines.schemas.scenarios import Rubric, SeedDataFile, Template
 from eval_pipelines.schemas.service_wire import (
@@ -21,6 +22,7 @@ from eval_pipelines.service.responses import (
     error_doc,
     error_response,
 )
+from eval_pipelines.service.routes.workspaces import listing_urls
 from eval_pipelines.service.state import ServiceDep
 from eval_pipelines.verifiers.bundle import BundleError, build_bundle
 
@@ -39,7 +41,8 @@ def list_scenarios(service: ServiceDep) -> list[Template]:
     templates = []
     for scenario in service.catalog.all():
         try:
-            templates.append(scenario.with_counts())
+            # An imported scenario under its bundle's server names: SimLab's `env init` picks toolsets by them.
+            templates.append(served_template(scenario.with_counts(), scenario.tasks().values()))
         except ScenarioError as exc:  # one broken scenario folder must not hide all the others
             logger.error("scenario %s is left out of the listing: %s", scenario.scenario_id, exc)
     return templates
@@ -52,12 +55,17 @@ def list_scenarios(service: ServiceDep) -> list[Template]:
     responses=NOT_FOUND,
     summary="Tasks of a template",
 )
-def list_tasks(service: ServiceDep, scenario_id: ScenarioId) -> ScenarioTasks:
+def list_tasks(request: Request, service: ServiceDep, scenario_id: ScenarioId) -> ScenarioTasks:
+    """Each task's `tool_server_url`s are this listing's own: the first call to one makes a workspace seeded with
+    the task's seed files, which no other listing's URL reaches (`service/caller_workspaces.py`)."""
     scenario = service.scenario(scenario_id)
-    urls = service.runtime.tool_server_urls()  # the tool host this service runs rollouts against
-    return ScenarioTasks(
-        scenario_id=scenario.scenario_id, tasks=[scenario.public_task(t, urls) for t in scenario.tasks().values()]
-    )
+    token = service.caller_workspaces.mint(scenario.scenario_id)
+    hosted = set(service.runtime.tool_server_urls())  # the tool host this service runs rollouts against
+    tasks = [
+        served_task(scenario.public_task(task), task, listing_urls(request, token, task, hosted))
+        for task in scenario.tasks().values()
+    ]
+    return ScenarioTasks(scenario_id=scenario.scenario_id, tasks=tasks)
 
 
 @router.get(
