@@ -26,6 +26,7 @@ from eval_pipelines.schemas.sweep import (
     SIMULATED_USER_MODEL,
     SweepConfig,
     SweepModel,
+    is_simulated_model,
 )
 
 #: In a sweep's `scenarios`, this stands for every scenario in the catalog (generated ones included).
@@ -141,10 +142,13 @@ def sweep_scenarios(
     catalog: ScenarioCatalog,
     source: str = "sweep config",
     prepare: Callable[[list[str]], object] | None = None,
+    *,
+    runnable_only: bool = True,
 ) -> list[ScenarioFiles]:
     """The scenarios a sweep runs, in its order: the listed ids, with `*` expanding to the whole catalog but the
     materialised benchmarks (they run only when named). `prepare` gets the named ids first (the CLI and Dagster
-    pass `benchmarks.catalog.ensure_materialised`, which makes the benchmark scenarios among them)."""
+    pass `benchmarks.catalog.ensure_materialised`, which makes the benchmark scenarios among them). A scenario
+    of whose chosen tasks none can run here is not run at all (`runnable_only=False` keeps it, to say so)."""
     named = [s for s in sweep.scenario_ids if s != ALL_SCENARIOS]
     if prepare is not None and named:
         prepare(named)
@@ -161,12 +165,58 @@ def sweep_scenarios(
                 f"{source}: scenarios[{index}]: unknown scenario {scenario_id!r}; known: {catalog.ids()}"
             ) from None
         chosen[files.scenario_id] = files
-    return list(chosen.values())
+    if not runnable_only:
+        return list(chosen.values())
+    return [s for s in chosen.values() if selected_task_ids(sweep, s, source) or not unrunnable_tasks(sweep, s, source)]
 
 
 def selected_task_ids(sweep: SweepConfig, scenario: ScenarioFiles, source: str = "sweep config") -> list[str]:
     """The tasks of `scenario` a sweep runs: its entry's `tasks`, else its `split`'s, else the sweep's `task_ids`
-    (those in this scenario), else all of them; then at most the entry's `limit`. ConfigError names the field."""
+    (those in this scenario), else all of them; never a task that cannot run here (`unrunnable_tasks` names
+    those); then at most the entry's `limit`. ConfigError names the field."""
+    tasks = scenario.tasks()
+    chosen, limit = _chosen_task_ids(sweep, scenario, source)
+    runnable = [t for t in chosen if tasks[t].unrunnable_reason is None]
+    return runnable[:limit] if limit is not None else runnable
+
+
+def unrunnable_tasks(sweep: SweepConfig, scenario: ScenarioFiles, source: str = "sweep config") -> dict[str, str]:
+    """The tasks a sweep would choose in `scenario` but leaves out because they cannot run here, with why."""
+    tasks = scenario.tasks()
+    chosen, _ = _chosen_task_ids(sweep, scenario, source)
+    return {t: reason for t in chosen if (reason := tasks[t].unrunnable_reason) is not None}
+
+
+def sweep_notices(sweep: SweepConfig, scenarios: list[ScenarioFiles], source: str = "sweep config") -> list[str]:
+    """What a sweep says before it runs about tasks that give no result: those that cannot run here (left out,
+    never counted as failures) and imported tasks the sweep's simulated models cannot act on."""
+    lines: list[str] = []
+    simulated = [m.name for m in sweep.models if is_simulated_model(m.model) and not m.agent]
+    for scenario in scenarios:
+        left_out = unrunnable_tasks(sweep, scenario, source)
+        if left_out:
+            lines.append(
+                f"{scenario.scenario_id}: {len(left_out)} task(s) left out, they cannot run here (not counted "
+                "as failures; see `eval-pipelines import`):"
+            )
+            lines.extend(f"  {task_id}: {reason}" for task_id, reason in left_out.items())
+        tasks = scenario.tasks()
+        blind = [
+            t
+            for t in selected_task_ids(sweep, scenario, source)
+            if tasks[t].simlab_origin and not tasks[t].reference_actions
+        ]
+        if simulated and blind:
+            lines.append(
+                f"{scenario.scenario_id}: the simulated models ({', '.join(simulated)}) give no signal on its "
+                f"{len(blind)} imported task(s): they act only on a task's reference_actions, which the bundle "
+                "does not carry, so their results there measure nothing"
+            )
+    return lines
+
+
+def _chosen_task_ids(sweep: SweepConfig, scenario: ScenarioFiles, source: str) -> tuple[list[str], int | None]:
+    """The tasks the sweep's entry (or the sweep) chooses, runnable or not, and the entry's `limit`."""
     tasks = scenario.tasks()
     family = scenario.scenario_id.partition(":")[0]
     entry = sweep.scenario_entry(scenario.scenario_id, (family, scenario.key))
@@ -186,10 +236,8 @@ def selected_task_ids(sweep: SweepConfig, scenario: ScenarioFiles, source: str =
     elif entry is not None and entry.limit is not None:
         chosen = sorted(tasks, key=natural_order)
     else:
-        return [t for t in (sweep.task_ids or list(tasks)) if t in tasks]
-    if entry.limit is not None:
-        chosen = chosen[: entry.limit]
-    return chosen
+        return [t for t in (sweep.task_ids or list(tasks)) if t in tasks], None
+    return chosen, entry.limit
 
 
 #: Who plays a simulated user when a sweep of simulated models names nobody.

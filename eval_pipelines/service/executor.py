@@ -152,6 +152,9 @@ class RunExecutor:
         unknown = [t for t in request.task_ids if t not in tasks]
         if unknown:
             raise InvalidRequest(f"task_ids not in scenario {scenario.scenario_id!r}: {unknown}")
+        unrunnable = {t: reason for t in request.task_ids if (reason := tasks[t].unrunnable_reason)}
+        if unrunnable:
+            raise InvalidRequest(f"task_ids that cannot run here: {unrunnable}")
         for task_id in request.task_ids:
             task, _ = apply_override(tasks[task_id], request.task_overrides.get(task_id))  # validates task_json early
             if task_id in request.task_overrides:

@@ -349,4 +349,5 @@ def tasks_table(scenario_id: str, tasks: Iterable[Task]) -> pa.Table:
         t["verifiers"].append(list(task.verifiers))
         t["description"].append(task.description)
         t["benchmark"].append(task.benchmark)
+        t["unrunnable_reason"].append(task.unrunnable_reason)
     return _build(TASKS.schema, t, TASKS.name)

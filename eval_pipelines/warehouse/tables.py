@@ -157,6 +157,13 @@ TASKS = TableSpec(
             "files written before the column existed.",
             nullable=True,
         ),
+        _c(
+            "unrunnable_reason",
+            _S,
+            "Why the task cannot run here (a server or app nobody provides, a verifier with no file, nothing grades "
+            "it): sweeps leave it out. NULL for a task that runs, and in files written before the column existed.",
+            nullable=True,
+        ),
     ),
 )
 
