@@ -30,6 +30,7 @@ from eval_pipelines.inputs.sweeps import (
     model_config_for,
     run_name,
     selected_task_ids,
+    sweep_notices,
     sweep_scenarios,
     user_model_for,
 )
@@ -90,6 +91,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         warning = sandbox_warning(sandbox_for(scenarios))
         if warning is not None:
             console.print(f"[yellow]{warning}[/]", markup=True, highlight=False)
+    every_scenario = sweep_scenarios(sweep, catalog, str(config_path), runnable_only=False)
+    for line in sweep_notices(sweep, every_scenario, str(config_path)):
+        console.print(line, markup=False, highlight=False)
     stop = SweepStop()
     held = contextlib.ExitStack()
     try:
