@@ -312,7 +312,7 @@ def verify_partition(
                 continue
             rows.append(row)
             job = VerifyJob(Path(path), tuple(task.verifiers))
-            if task.simlab_servers:  # SimLab verifiers may query the servers: bring the final state back
+            if task.simlab_servers or task.http_servers:  # verifiers may query the servers as the rollout left them
                 restored = restored or held.enter_context(RestoredServers())
                 job = restored.prepare(job)
             jobs.append(job)

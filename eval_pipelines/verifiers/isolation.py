@@ -62,6 +62,7 @@ from eval_pipelines.schemas.artifacts import RunArtifacts, UnreadableArtifacts, 
 from eval_pipelines.schemas.limits import VERIFIER_MAX_TASKS
 from eval_pipelines.schemas.runs import DEFAULT_VERIFIER_TIMEOUT_SECONDS
 from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome
+from eval_pipelines.verifiers import reach
 from eval_pipelines.verifiers.loader import load_verifier_package, verifier_version
 from eval_pipelines.verifiers.protocol import VerifierSource, verify_module
 
@@ -232,6 +233,7 @@ def _worker_main(conn: multiprocessing.connection.Connection, spec: VerifierSour
         # What a module started on import is not any verdict's doing: it goes now, unblamed.
         kill_descendants()
         _confine_worker(group_capped)
+        reach.install()  # a failure that came from a server the verifier could not reach is no verdict
     except Exception as exc:
         conn.send(("load_error", f"{type(exc).__name__}: {exc}"))
         return

@@ -7,7 +7,8 @@ from typing import Any, Protocol
 
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome, VerifierResult
-from eval_pipelines.verifiers.simlab_view import verifier_view
+from eval_pipelines.verifiers import reach
+from eval_pipelines.verifiers.simlab_view import ServerStateUnavailable, SimLabRunArtifacts, verifier_view
 
 VerifyFn = Callable[[Any], Any]
 
@@ -51,17 +52,23 @@ def run_verifier(
     artifacts: RunArtifacts,
     kind: VerifierKind = VerifierKind.PROGRAMMATIC,
 ) -> VerifierOutcome:
-    """Run one verifier; a missing `verify` or an exception is a failed outcome, never a crash."""
+    """Run one verifier; a missing `verify`, an exception or a failure that came from what the verifier could not
+    reach is an outcome without a verdict (`is_error`), never a crash."""
     error: str | None = None
     if verify is None:
         error = f"Verifier error: module {module!r} defines no verify()"
     else:
+        reach.begin()
+        view = verifier_view(artifacts)
         try:
-            raw = verify(verifier_view(artifacts))
+            raw = verify(view)
             if is_verdict(raw):
                 result = normalise_result(raw)
+                error = None if result.success else _failure_without_verdict(view, result)
             else:
                 error = f"Verifier error: returned an unsupported value: {type(raw).__name__}"
+        except ServerStateUnavailable as exc:
+            error = f"Verifier error: {exc}"
         except SystemExit as exc:  # sys.exit() in a verifier costs its verdict, not a dead run or worker
             error = f"Verifier error: called sys.exit({exc.code!r})"
         except Exception as exc:
@@ -86,6 +93,19 @@ def run_verifier(
         message=result.message,
         output=result.output,
     )
+
+
+def _failure_without_verdict(view: Any, result: VerifierResult) -> str | None:
+    """Why a failing verdict says nothing of the agent, or None: the verifier asked for a server the rollout does
+    not have, or could not reach one (it caught that itself and reported a failure)."""
+    missing = view.servers_not_found if isinstance(view, SimLabRunArtifacts) else []
+    if missing:
+        names = ", ".join(repr(name) for name in dict.fromkeys(missing))
+        return f"Verifier error: it asked for tool server {names}, which this rollout does not have ({result.message})"
+    unreached = reach.misses()
+    if unreached:
+        return f"Verifier error: it could not reach {'; '.join(unreached[:3])} ({result.message})"
+    return None
 
 
 def combine(outcomes: Sequence[VerifierOutcome]) -> tuple[bool, float, float, str]:
