@@ -4,6 +4,10 @@
   `inspect_ai.log.read_eval_log`. Written here from the log schema, so inspect_ai is not a dependency.
 - `jsonl`: one rollout per line in OpenAI chat-messages form with its reward, for SFT and RL loaders.
 - `parquet`: the sweep's rows of every table, one Parquet file per table.
+- `atif`: one ATIF trajectory per rollout (Harbor's Agent Trajectory Interchange Format, read by Harbor, verifiers
+  and SimLab), written from the format's schema, so no ATIF package is a dependency.
+- `simlab`: one SimLab run folder per rollout (`artifacts.json`, `verifier/reward.json` and `reward.txt`, and the
+  ATIF trajectory at `agent/trajectory.json`), the layout `simlab eval` reads.
 
 Reads the DuckDB catalog only, and streams: rollouts are read per model x scenario in batches of `batch_size`, each
 with its messages, tool calls and retries. A model x scenario's rows are read once per table, spooled to temporary
@@ -17,6 +21,7 @@ from pathlib import Path
 
 from eval_pipelines.inputs.paths import scenarios_dir
 from eval_pipelines.reports.data import open_catalog, resolve_sweep
+from eval_pipelines.reports.export.atif import ATIF_SCHEMA_VERSION, atif_file_name, atif_trajectory, export_atif
 from eval_pipelines.reports.export.inspect_log import (
     INSPECT_LOG_VERSION,
     SCORER,
@@ -32,9 +37,16 @@ from eval_pipelines.reports.export.messages import CallRequest, inspect_messages
 from eval_pipelines.reports.export.output import ExportError, ExportSummary
 from eval_pipelines.reports.export.parquet import PARQUET_TABLES, export_parquet
 from eval_pipelines.reports.export.reader import DEFAULT_BATCH_SIZE, Group, RolloutRecord, SweepReader, select_groups
+from eval_pipelines.reports.export.simlab_runs import (
+    export_simlab,
+    run_folder_name,
+    simlab_artifacts,
+    simlab_reward,
+)
 from eval_pipelines.reports.export.tools import TaskTools
 
 __all__ = [
+    "ATIF_SCHEMA_VERSION",
     "DEFAULT_BATCH_SIZE",
     "FORMATS",
     "INSPECT_LOG_VERSION",
@@ -48,6 +60,8 @@ __all__ = [
     "RolloutRecord",
     "SweepReader",
     "TaskTools",
+    "atif_file_name",
+    "atif_trajectory",
     "export_results",
     "inspect_header",
     "inspect_log_name",
@@ -56,9 +70,12 @@ __all__ = [
     "inspect_sample",
     "jsonl_line",
     "openai_messages",
+    "run_folder_name",
+    "simlab_artifacts",
+    "simlab_reward",
 ]
 
-FORMATS = ("inspect", "jsonl", "parquet")
+FORMATS = ("inspect", "jsonl", "parquet", "atif", "simlab")
 
 
 def export_results(
@@ -76,10 +93,10 @@ def export_results(
 ) -> ExportSummary:
     """Export one sweep (default: the most recently started), narrowed to a model and/or a scenario.
 
-    `out` is a directory for inspect and parquet, a file for jsonl. `include_errors` (jsonl only) also writes
-    errored and not yet verified rollouts, with reward null; the inspect logs always hold them, as samples with
-    `error` set and as unscored samples. `spool_dir` is where a model x scenario's rows are spooled while it is
-    exported (inspect and jsonl; default: the system's temporary directory).
+    `out` is a directory for inspect, parquet, atif and simlab, a file for jsonl. `include_errors` (jsonl only)
+    also writes errored and not yet verified rollouts, with reward null; the other formats always hold them (the
+    inspect logs as samples with `error` set and as unscored samples). `spool_dir` is where a model x scenario's
+    rows are spooled while it is exported (every format but parquet; default: the system's temporary directory).
     """
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
@@ -93,12 +110,16 @@ def export_results(
         groups = select_groups(con, sweep, model_name, scenario_id)
         if fmt == "parquet":
             return export_parquet(con, sweep, model_name, scenario_id, Path(out))
-        # Only the inspect logs show tool results and retries.
-        reader = SweepReader(con, sweep, batch_size, tool_results=fmt == "inspect", spool_dir=spool_dir)
+        # The jsonl lines alone show no tool results.
+        reader = SweepReader(con, sweep, batch_size, tool_results=fmt != "jsonl", spool_dir=spool_dir)
         try:
             if fmt == "inspect":
                 return export_inspect(reader, groups, Path(out))
             tools = TaskTools(scenarios_root or scenarios_dir())
+            if fmt == "atif":
+                return export_atif(reader, groups, Path(out), tools)
+            if fmt == "simlab":
+                return export_simlab(reader, groups, Path(out), tools)
             return export_jsonl(reader, groups, Path(out), tools, include_errors)
         finally:
             reader.close()

@@ -7,13 +7,12 @@ import hashlib
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Any
 
 from eval_pipelines.reports.data import model_label
 from eval_pipelines.reports.export.messages import inspect_messages
-from eval_pipelines.reports.export.output import AtomicText, ExportError, ExportSummary, dump
+from eval_pipelines.reports.export.output import AtomicText, ExportError, ExportSummary, dump, exporter_version, iso_utc
 from eval_pipelines.reports.export.reader import Group, RolloutRecord, SweepReader, verifier_results
 
 INSPECT_LOG_VERSION = 2
@@ -28,13 +27,6 @@ _UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9.-]+")
 
 def inspect_model(model_name: str, provider: str | None, is_simulated: bool) -> str:
     return f"{SIMULATED_PROVIDER if is_simulated else provider or 'custom'}/{model_name}"
-
-
-def _package_version() -> str:
-    try:
-        return package_metadata.version("eval_pipelines")
-    except package_metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _metrics(totals: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,7 +82,7 @@ def inspect_header(sweep_id: str, group: Group, totals: Mapping[str, Any]) -> di
     streaming up to `samples`)."""
     simulated = bool(totals.get("is_simulated"))
     model = inspect_model(group.model_name, totals.get("provider"), simulated)
-    created = _iso(totals.get("created_at")) or datetime.now(UTC).isoformat()
+    created = iso_utc(totals.get("created_at")) or datetime.now(UTC).isoformat()
     usage = _usage(
         totals.get("prompt_tokens"), totals.get("completion_tokens"), totals.get("total_tokens"), totals.get("cost_usd")
     )
@@ -113,7 +105,7 @@ def inspect_header(sweep_id: str, group: Group, totals: Mapping[str, Any]) -> di
         "model_base_url": totals.get("base_url"),
         "model_args": {"model": totals.get("model_identifier"), "provider": totals.get("provider")},
         "config": {"epochs": int(totals.get("epochs") or 1), "fail_on_error": False, "log_samples": True},
-        "packages": {"eval_pipelines": _package_version()},
+        "packages": {"eval_pipelines": exporter_version()},
         "metadata": {
             "sweep_id": sweep_id,
             "model_name": group.model_name,
@@ -147,8 +139,8 @@ def inspect_header(sweep_id: str, group: Group, totals: Mapping[str, Any]) -> di
         },
         "results": _results(totals),
         "stats": {
-            "started_at": _iso(totals.get("started_at")) or created,
-            "completed_at": (_iso(totals.get("completed_at")) or "") if finished else "",
+            "started_at": iso_utc(totals.get("started_at")) or created,
+            "completed_at": (iso_utc(totals.get("completed_at")) or "") if finished else "",
             "model_usage": {model: usage} if usage else {},
         },
         "invalidated": False,
@@ -242,8 +234,8 @@ def inspect_sample(record: RolloutRecord, model: str) -> dict[str, Any]:
         "scores": _score(record, output["completion"]) if record.outcome in ("passed", "failed") else None,
         "metadata": _sample_metadata(row),
         "model_usage": {model: usage} if usage else {},
-        "started_at": _iso(row.get("started_at")),
-        "completed_at": _iso(row.get("completed_at")),
+        "started_at": iso_utc(row.get("started_at")),
+        "completed_at": iso_utc(row.get("completed_at")),
         "total_time": row.get("duration_seconds"),
         "working_time": row.get("duration_seconds"),
         "uuid": row["rollout_id"],
@@ -299,12 +291,6 @@ def export_inspect(reader: SweepReader, groups: list[Group], out: Path) -> Expor
         files.append(path)
         written += count
     return ExportSummary(reader.sweep_id, "inspect", files, written, 0, reader.batches)
-
-
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
 def _name_part(text: str) -> str:

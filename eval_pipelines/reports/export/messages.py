@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from eval_pipelines.llm.types import wire_tool_name
+from eval_pipelines.llm.types import split_wire_tool_name, wire_tool_name
 from eval_pipelines.reports.export.reader import RolloutRecord
 
 
@@ -137,3 +137,123 @@ def inspect_messages(record: RolloutRecord, model: str) -> list[dict[str, Any]]:
             continue  # Inspect has no other role; the warehouse records none
         messages.append(entry)
     return messages
+
+
+@dataclass
+class AnsweredCall:
+    """One tool call of an assistant turn with what came back: the tool it reached (from the rollout's
+    `tool_calls` row, when one matches) and the tool message that answered it."""
+
+    request: CallRequest
+    #: the arguments as a JSON object; None when the model's text was not one (the tool was then not called)
+    arguments: dict[str, Any] | None
+    tool_server: str | None = None
+    tool_name: str | None = None
+    #: the `tool_calls` row's fields, when a row matches the call
+    parameters: dict[str, Any] | None = None
+    observation: str | None = None
+    is_error: bool = False
+    arguments_error: str | None = None
+    #: the content of the tool message that answered the call; None when none did
+    result: str | None = None
+
+
+@dataclass
+class Turn:
+    """One message of the transcript as the interchange formats see it: a system or user message, or an
+    assistant message with its tool calls and their answers (tool messages are folded into the turn that
+    called). `unmatched` holds the tool messages that answer no call of the turn, as (call id, content); a
+    `tool` turn holds only such messages, recorded before any assistant turn."""
+
+    role: str
+    content: str
+    timestamp: str | None
+    calls: list[AnsweredCall] = field(default_factory=list)
+    unmatched: list[tuple[str | None, str]] = field(default_factory=list)
+
+
+def _decoded_arguments(text: str) -> dict[str, Any] | None:
+    try:
+        arguments = json.loads(text)
+    except ValueError:
+        return None
+    return arguments if isinstance(arguments, dict) else None
+
+
+def _json_object(text: str | None) -> dict[str, Any] | None:
+    return _decoded_arguments(text) if text else None
+
+
+class _CallRows:
+    """The rollout's `tool_calls` rows, taken in order by the tool messages they answer. A row is taken only
+    when it names the called function (as the reference agent names tools, or by its bare name), so a call the
+    engine recorded no row for does not shift every later pairing."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self._rows = rows
+        self._next = 0
+
+    def take(self, function: str) -> dict[str, Any] | None:
+        if self._next >= len(self._rows):
+            return None
+        row = self._rows[self._next]
+        if function not in (wire_tool_name(row["tool_server"], row["tool_name"]), row["tool_name"]):
+            return None
+        self._next += 1
+        return row
+
+
+def _answer(call: AnsweredCall, content: str, row: Mapping[str, Any] | None) -> None:
+    call.result = content
+    if row is None:
+        split = split_wire_tool_name(call.request.name)
+        call.tool_server, call.tool_name = split if split else (None, call.request.name)
+        return
+    call.tool_server, call.tool_name = row["tool_server"], row["tool_name"]
+    call.parameters = _json_object(row.get("parameters_json"))
+    call.observation = row.get("observation")
+    call.is_error = bool(row.get("is_error"))
+    call.arguments_error = row.get("arguments_error")
+
+
+def _waiting_call(turn: Turn | None, call_id: str | None) -> AnsweredCall | None:
+    """The call of `turn` a tool message answers: the unanswered one with its id, else (a message without an id)
+    the first unanswered one."""
+    if turn is None:
+        return None
+    waiting = [c for c in turn.calls if c.result is None]
+    if call_id:
+        return next((c for c in waiting if c.request.id == call_id), None)
+    return waiting[0] if waiting else None
+
+
+def transcript_turns(record: RolloutRecord) -> list[Turn]:
+    """The transcript as turns, each assistant turn's tool calls paired with the tool messages that answered them
+    (by call id) and with the rollout's `tool_calls` rows (in call order)."""
+    rollout_id = record.row["rollout_id"]
+    rows = _CallRows(record.tool_calls)
+    turns: list[Turn] = []
+    calling: Turn | None = None
+    for message in record.messages:
+        role, index = message["role"], message["message_index"]
+        content = _content_text(message.get("content")) or ""
+        timestamp = message.get("timestamp")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            call = _waiting_call(calling, call_id)
+            if call is None:
+                # A result of no call: kept beside the turn that called last, or alone before any call.
+                holder = calling if calling is not None else Turn("tool", "", timestamp)
+                if calling is None:
+                    turns.append(holder)
+                holder.unmatched.append((call_id, content))
+                continue
+            _answer(call, content, rows.take(call.request.name))
+            continue
+        turn = Turn(role, content, timestamp)
+        if role == "assistant":
+            requests = _call_requests(message.get("tool_calls_json"), rollout_id, index)
+            turn.calls = [AnsweredCall(r, _decoded_arguments(r.arguments)) for r in requests]
+            calling = turn
+        turns.append(turn)
+    return turns

@@ -163,7 +163,7 @@ _VERIFICATIONS = _Spooled("verifications", "true")
 _MESSAGES = _Spooled(
     "messages",
     _IN_GROUP_FILES,
-    "t.rollout_id, t.message_index, t.role, t.content, t.tool_call_id, t.tool_calls_json",
+    "t.rollout_id, t.message_index, t.role, t.content, t.tool_call_id, t.tool_calls_json, t.timestamp",
     "message_index",
 )
 _TOOL_CALLS = _Spooled("tool_calls", _IN_GROUP_FILES, order="call_index")
