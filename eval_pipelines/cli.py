@@ -833,9 +833,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--db", default=None, help="catalog to read; default: data/eval.duckdb")
     report.set_defaults(func=cmd_report)
     export = sub.add_parser(
-        "export", help="export one sweep's results: Inspect AI logs, OpenAI chat-format JSONL, or Parquet tables"
+        "export",
+        help="export one sweep's results: Inspect AI logs, OpenAI chat-format JSONL, Parquet tables, ATIF "
+        "trajectories, or SimLab run folders",
     )
-    export.add_argument("--format", required=True, choices=("inspect", "jsonl", "parquet"))
+    export.add_argument("--format", required=True, choices=("inspect", "jsonl", "parquet", "atif", "simlab"))
     export.add_argument("--sweep", default=None, help="sweep id; default: the most recently started sweep")
     export.add_argument("--model", default=None, help="only this model (its name in the sweep config)")
     export.add_argument("--scenario", default=None, help="only this scenario id, e.g. email_ops:1.0.0")
@@ -843,7 +845,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--out",
         required=True,
-        help="a directory for inspect (one log per model x scenario) and parquet, a file for jsonl",
+        help="a directory for inspect (one log per model x scenario), parquet, atif (one trajectory per rollout) "
+        "and simlab (one run folder per rollout, as `simlab eval` reads them), a file for jsonl",
     )
     export.add_argument(
         "--include-errors",
