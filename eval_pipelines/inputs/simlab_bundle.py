@@ -333,6 +333,8 @@ def _import_task(path: Path, job: _Import) -> dict[str, Any]:
     text_key, description = _task_text(raw, path)
     report = job.report
     for key in sorted(set(raw) - _READ_KEYS - _CATALOG_KEYS - {"task_id"}):
+        if key in _SET_HERE and raw[key] in (None, "", [], {}):
+            continue  # a generated task's empty field: nothing is lost
         report.note(task_id, f"{key}: has no place in a scenario task; left out")
     for key in sorted(set(meta) - _META_KEYS):
         report.note(task_id, f"meta.{key}: has no place in a scenario task; left out")
@@ -359,7 +361,7 @@ def _import_task(path: Path, job: _Import) -> dict[str, Any]:
         raise BundleImportError(f"{rubric}: is a link to a file outside {job.bundle}; it is not read")
     if "rubric" not in task and rubric.is_file():
         task["rubric"] = _rubric(task_id, task["name"], rubric.read_text(encoding="utf-8"))
-    if not task["verifiers"] and not task.get("rubric") and not job.allow_ungraded:
+    if not raw.get("verifiers") and not task.get("rubric") and not job.allow_ungraded:
         problems.append(NOTHING_GRADES)
     task["unrunnable_reason"] = "; ".join(problems) or None
     task["simlab_origin"] = _origin(raw, meta, apps, refs, text_key)
