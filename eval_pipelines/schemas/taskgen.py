@@ -88,10 +88,20 @@ class TaskGenRequest(StrictModel):
     @field_validator("toolset")
     @classmethod
     def _tools_have_names(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        for index, tool in enumerate(value):
+        flat = [flat_tool_item(tool) for tool in value]
+        for index, tool in enumerate(flat):
             if not isinstance(tool.get("name"), str) or not tool["name"]:
                 raise ValueError(f"toolset[{index}].name is required")
-        return value
+        return flat
+
+
+def flat_tool_item(item: dict[str, Any]) -> dict[str, Any]:
+    """A toolset item as a plain tool definition: an OpenAI function-calling item
+    (`{"type": "function", "function": {"name", "description", "parameters"}}`) loses its wrapper."""
+    inner = item.get("function")
+    if item.get("type") == "function" and isinstance(inner, dict):
+        return {**{k: v for k, v in item.items() if k not in ("type", "function")}, **inner}
+    return item
 
 
 class TaskGenJob(WireModel):
