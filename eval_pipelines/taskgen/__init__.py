@@ -4,10 +4,16 @@ skills document, with quality gates on every verifier, and write the result as a
 - `SchemaTaskGenerator`: deterministic, from the tool schemas alone (offline; the fallback).
 - `LLMTaskGenerator`: any OpenAI-compatible model, one prompt per step.
 - `DefaultTaskGenerator`: picks between them (see `default`); the service's default generator.
-- `write_bundle`, `toolset_from_server` / `afetch_toolset`, `parse_request` (field-named errors).
+- `write_bundle`, `toolset_from_server` / `afetch_toolset`, `parse_request` and `check_toolset` (field-named
+  errors).
+
+A toolset's tools are served by the built-in server whose tools they are, schemas included; any other toolset
+(a user's own) by a stand-in simulated from its schemas (`schema_server`), so its tasks are replayed and gated
+too. A toolset that changes nothing gets questions about its data (`questions`).
 """
 
 from eval_pipelines.taskgen.bundle import BundleError, write_bundle
+from eval_pipelines.taskgen.context import check_toolset
 from eval_pipelines.taskgen.default import (
     SCHEMA_MODEL,
     DefaultTaskGenerator,
@@ -36,6 +42,7 @@ __all__ = [
     "TaskGenRequestError",
     "afetch_toolset",
     "apportion",
+    "check_toolset",
     "generate_scenario",
     "parse_request",
     "preset_names",

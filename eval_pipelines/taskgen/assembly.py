@@ -6,7 +6,8 @@ Filtering (documented in `filter_summary`):
   with the gate and the reason;
 - a task left with no passing verifier is DROPPED: it is not in `tasks`/`instructions`/`rubrics`, and it is
   listed under `dropped_tasks` with the reason;
-- verifiers of tasks on a server nobody can replay (an external toolset) are kept and listed as `ungated`;
+- verifiers of tasks on a server nothing serves (neither built in nor simulated) are kept and listed as
+  `ungated`;
 - items the LLM-driven generator could not use are counted under `failed_items` (per step) with details;
 - with `filter: false` in the request, a task no verifier passed is kept with all its verifiers, and listed
   under `unfiltered_tasks`.
@@ -46,7 +47,7 @@ async def gate_and_assemble(
     total = len(drafts)
     # Drafts the gates need not replay (ungated, or no verifier survived the static check) count as done.
     report = await gates.run(
-        drafts, ctx.seeds(), ctx.toolset.builtin_servers, lambda d, t: progress(GATES, d + total - t, total)
+        drafts, ctx.seeds(), ctx.server_classes, lambda d, t: progress(GATES, d + total - t, total)
     )
     progress(GATES, total, total)
     seeds = ctx.seed_files()

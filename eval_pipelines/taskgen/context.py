@@ -1,5 +1,6 @@
 """What both generators share before any task exists: the resolved request, the toolset bound to built-in
-servers, the world each built-in server starts from, the people tasks name, and the NPC profiles."""
+servers (or simulated from the user's schemas, `schema_server`), the world each server starts from, the people
+tasks name, and the NPC profiles."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from typing import Any
 
 from eval_pipelines.schemas.scenarios import NpcProfile
 from eval_pipelines.schemas.taskgen import TaskGenRequest
-from eval_pipelines.taskgen.errors import TaskGenRequestError
 from eval_pipelines.taskgen.request import ResolvedRequest, resolve_request
 from eval_pipelines.taskgen.sandbox import Sandbox, build_sandbox
+from eval_pipelines.taskgen.schema_server import schema_server
 from eval_pipelines.taskgen.toolset import Toolset, normalise_toolset
 from eval_pipelines.taskgen.values import Person, ValueFactory, people_pool
+from eval_pipelines.toolservers.base import BuiltinToolServer
 
 MIN_WORLD_SIZE = 6
 MAX_WORLD_SIZE = 30
@@ -35,6 +37,8 @@ def slug(text: str) -> str:
 class GenerationContext:
     resolved: ResolvedRequest
     toolset: Toolset
+    #: server name -> the class serving it: the built-in one, or one simulated from the user's schemas.
+    server_classes: dict[str, type[BuiltinToolServer]]
     sandboxes: dict[str, Sandbox]
     people: list[Person]
     npc_profiles: list[NpcProfile]
@@ -63,14 +67,27 @@ class GenerationContext:
         return next((p for p in self.npc_profiles if p.email == email), None)
 
     def notes(self) -> list[str]:
-        return [note for sandbox in self.sandboxes.values() for note in sandbox.notes]
+        return self.toolset.notes + [note for sandbox in self.sandboxes.values() for note in sandbox.notes]
+
+
+def server_classes(toolset: Toolset) -> dict[str, type[BuiltinToolServer]]:
+    """The class serving each server of the toolset; SchemaServerError (a TaskGenRequestError naming the tool
+    and the parameter) when a server of the user's cannot be simulated."""
+    indexes = {tool.name: tool.index for tool in toolset.tools}
+    return {
+        name: server.builtin or schema_server(name, server.tools, indexes) for name, server in toolset.servers.items()
+    }
+
+
+def check_toolset(toolset: list[dict[str, Any]]) -> None:
+    """What a request's toolset must be before a job starts: field-named TaskGenRequestError otherwise."""
+    server_classes(normalise_toolset(toolset))
 
 
 def build_context(request: TaskGenRequest | dict[str, Any]) -> GenerationContext:
     resolved = resolve_request(request)
     toolset = normalise_toolset(resolved.request.toolset)
-    if not any(tool.mutates for tool in toolset.tools):
-        raise TaskGenRequestError("toolset", "no tool changes state, so no state-checked task can be built")
+    classes = server_classes(toolset)
     seed = resolved.diversity.seed
     domain = resolved.workspace.email_domain
     pool = people_pool(domain, stream(seed, "people"))
@@ -97,17 +114,18 @@ def build_context(request: TaskGenRequest | dict[str, Any]) -> GenerationContext
     sandboxes = {
         name: build_sandbox(
             server,
+            classes[name],
             world_values,
             world_rng,
             agent_email=resolved.workspace.agent_email,
             world_size=world_size,
         )
         for name, server in toolset.servers.items()
-        if server.builtin is not None
     }
     return GenerationContext(
         resolved=resolved,
         toolset=toolset,
+        server_classes=classes,
         sandboxes=sandboxes,
         people=people,
         npc_profiles=profiles,

@@ -4,8 +4,9 @@ actions and FAILS a no-op run, both executed by the real rollout engine against 
 that hangs or kills its interpreter costs one failed gate and nothing else.
 
 A verifier failing a gate is reported with the gate (`static`, `import`, `reference`, `noop`) and the reason;
-the generators keep it as `<module>.FAILED.py`. Tasks of a toolset with no built-in server to replay against
-(an external server) cannot be gated: their verifiers are reported `ungated`.
+the generators keep it as `<module>.FAILED.py`. The servers replayed on are the built-in ones and those
+simulated from a user's schemas (`schema_server`); a task on a server neither serves cannot be gated: its
+verifiers are reported `ungated`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from eval_pipelines.schemas.scenarios import Task, TaskToolServer
 from eval_pipelines.schemas.tools import ToolCall
 from eval_pipelines.taskgen.drafts import TaskDraft
 from eval_pipelines.toolservers.admin import ToolServerAdmin
+from eval_pipelines.toolservers.base import BuiltinToolServer
 from eval_pipelines.toolservers.host import ToolServerHost
 from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, VerifyJob, WorkerStartError
 
@@ -171,10 +173,13 @@ class QualityGates:
         self,
         drafts: Sequence[TaskDraft],
         seeds: Mapping[str, dict[str, Any] | None],
-        builtin_servers: Sequence[str],
+        servers: Mapping[str, type[BuiltinToolServer]] | Sequence[str],
         progress: ProgressFn | None = None,
     ) -> GateReport:
-        """Gate every verifier of every draft. `seeds`: server -> the seed file every task loads (or None)."""
+        """Gate every verifier of every draft. `seeds`: server -> the seed file every task loads (or None).
+        `servers`: the servers to replay on, by name -> class, or the names of built-in ones."""
+        classes = dict(servers) if isinstance(servers, Mapping) else {}
+        replayable = set(servers)
         report = GateReport()
         gated: list[TaskDraft] = []
         for draft in drafts:
@@ -182,11 +187,9 @@ class QualityGates:
             for module, problem in statics.items():
                 if problem is not None:
                     report.results[module] = GateResult(module, draft.task_id, False, "static", problem)
-            if not all(s in builtin_servers for s in draft.servers):
-                missing = sorted(set(draft.servers) - set(builtin_servers))
-                report.ungated_reason = (
-                    f"no built-in tool server implements {missing}, so reference actions cannot be replayed"
-                )
+            if not all(s in replayable for s in draft.servers):
+                missing = sorted(set(draft.servers) - replayable)
+                report.ungated_reason = f"no tool server implements {missing}, so reference actions cannot be replayed"
                 for module, problem in statics.items():
                     if problem is None:
                         report.results[module] = GateResult(
@@ -197,8 +200,8 @@ class QualityGates:
                 gated.append(draft)
         if not gated:
             return report
-        servers = sorted({s for d in gated for s in d.servers})
-        host = ToolServerHost(servers)
+        names = sorted({s for d in gated for s in d.servers})
+        host = ToolServerHost(names, extra={n: c for n, c in classes.items() if n in names})
         await asyncio.to_thread(host.start)
         try:
             runs = await self._replay_all(gated, seeds, host, progress)

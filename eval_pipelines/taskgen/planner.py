@@ -31,7 +31,7 @@ from eval_pipelines.taskgen.context import GenerationContext, stream
 from eval_pipelines.taskgen.drafts import TaskDraft
 from eval_pipelines.taskgen.expectations import assumed_added, checks_count, derive
 from eval_pipelines.taskgen.request import VaryDimension
-from eval_pipelines.taskgen.sandbox import Sandbox, diff_keys, title_of
+from eval_pipelines.taskgen.sandbox import Sandbox, diff_keys, ref_value, title_of
 from eval_pipelines.taskgen.state_check import canon
 from eval_pipelines.taskgen.toolset import PREPOSITIONS, ToolInfo, id_stem, singular
 from eval_pipelines.taskgen.values import UnplannableParameter, ValueFactory, _is_content, semantic
@@ -264,7 +264,7 @@ class Planner:
                 collection = sandbox.target_collection(before, tool, param)
                 if collection is None:
                     continue
-                key = refs[param]
+                key = str(refs[param])
                 if key in removed.get(collection, []):
                     return ToolRole(tool, "delete", sandbox, param, collection)
                 if key in changed.get(collection, []):
@@ -512,7 +512,7 @@ class Planner:
         refs = role.sandbox.resolve_refs(state, tool, values.params, exclude=frozenset({role.target_param}))
         if refs is None:
             raise PlanFailed(f"{tool.name} needs an item that does not exist")
-        fixed = {role.target_param: key, **refs}
+        fixed = {role.target_param: ref_value(tool, role.target_param, key), **refs}
         try:
             if role.op == "update":
                 return self._update_params(tool, fixed, item, values)
@@ -565,7 +565,7 @@ class Planner:
         rng.shuffle(readers)
         readers.sort(key=lambda r: self.usage[f"{r.tool.server}.{r.tool.name}"])
         for reader in readers:
-            params = self._lookup_params(reader.tool, role.sandbox, state, title, item, values)
+            params = self.lookup_params(reader.tool, role.sandbox, state, title, item, values)
             if params is None:
                 continue
             try:
@@ -578,7 +578,7 @@ class Planner:
         raise PlanFailed(f"no read tool finds {role.target_collection}/{key} by its title")
 
     @staticmethod
-    def _lookup_params(
+    def lookup_params(
         tool: ToolInfo, sandbox: Sandbox, state: State, title: str, item: Any, values: ValueFactory
     ) -> dict[str, Any] | None:
         params: dict[str, Any] = {}
@@ -742,6 +742,7 @@ class Planner:
             "update": {"update", "change", "maint", "triage", "edit", "reschedul", "current"},
             "delete": {"delete", "cancel", "clean", "remov"},
             "multi_step": {"multi", "workflow", "complex", "escalat"},
+            "read": {"question", "lookup", "look", "find", "search", "report", "answer", "inquir", "catalog"},
         }[kind]
         scored = []
         for position, category in enumerate(categories):

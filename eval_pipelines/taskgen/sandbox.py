@@ -13,11 +13,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from eval_pipelines.taskgen.schema_server import SchemaToolServer, synthesize
 from eval_pipelines.taskgen.toolset import ServerTools, ToolInfo, id_stem, singular
-from eval_pipelines.taskgen.values import UnplannableParameter, ValueFactory
+from eval_pipelines.taskgen.values import TITLE_FIELDS, UnplannableParameter, ValueFactory
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError
 
-TITLE_FIELDS = ("title", "subject", "name", "summary", "headline", "label")
 MAX_CREATE_FAILURES = 3
 
 
@@ -35,11 +35,18 @@ def collection_for(state: State, stem: str, fallback_words: list[str] | None = N
 def title_of(item: Any) -> str | None:
     if not isinstance(item, dict):
         return None
-    for name in TITLE_FIELDS:
+    names = [*TITLE_FIELDS, *(k for k in item if isinstance(k, str) and k.endswith("_name"))]
+    for name in names:
         value = item.get(name)
         if isinstance(value, str) and value.strip():
             return value
     return None
+
+
+def ref_value(tool: ToolInfo, param: str, key: str) -> str | int:
+    """An item's key as the tool's id parameter takes it (state keys are text; an integer id is a number)."""
+    schema = tool.properties.get(param, {})
+    return int(key) if schema.get("type") == "integer" and key.isdigit() else key
 
 
 def diff_keys(before: State, after: State) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]]:
@@ -103,20 +110,20 @@ class Sandbox:
             keys = sorted(self.items(state, collection)) if collection else []
             if not keys:
                 return None
-            refs[param] = rng.choice(keys)
+            refs[param] = ref_value(tool, param, rng.choice(keys))
         return refs
 
 
 def build_sandbox(
     server_tools: ServerTools,
+    server_class: type[BuiltinToolServer],
     values: ValueFactory,
     rng: random.Random,
     *,
     agent_email: str,
     world_size: int,
 ) -> Sandbox:
-    assert server_tools.builtin is not None
-    server = server_tools.builtin()
+    server = server_class()
     blank = server.new_state()
     account_seed: dict[str, Any] = {}
     probe = copy.deepcopy(blank)
@@ -130,6 +137,10 @@ def build_sandbox(
     sandbox = Sandbox(server_name=server_tools.name, server=server, tools=server_tools, base_state=blank)
     world = copy.deepcopy(blank)
     created: dict[str, list[str]] = {}
+    if isinstance(server, SchemaToolServer):
+        # Collections no tool adds to (a read-only catalog) get items drawn from the schemas.
+        synthesize(server.layout, world, values, world_size)
+        created = {name: sorted(items) for name, items in world.items() if items}
     for tool in server_tools.tools:
         if tool.kind != "create":
             continue

@@ -15,15 +15,18 @@ from typing import Any
 from eval_pipelines.schemas.taskgen import TaskGenRequest, TaskGenResults
 from eval_pipelines.taskgen.assembly import gate_and_assemble
 from eval_pipelines.taskgen.context import GenerationContext, build_context
-from eval_pipelines.taskgen.drafts import TaskDraft, default_rubric, render_state_verifier
+from eval_pipelines.taskgen.drafts import TaskDraft, default_rubric, render_verifier
 from eval_pipelines.taskgen.errors import TaskGenFailed, TaskGenRequestError
 from eval_pipelines.taskgen.gates import QualityGates
 from eval_pipelines.taskgen.planner import ACTIONS_BY_DIFFICULTY, PlanFailed, Planner, WorkflowPlan
 from eval_pipelines.taskgen.progress import INSTRUCTIONS, RUBRICS, SKILLS, TASKS, VERIFIERS, Progress
+from eval_pipelines.taskgen.questions import QuestionPlanner
 from eval_pipelines.taskgen.request import DIFFICULTIES
 from eval_pipelines.taskgen.skills import render_skills
 
 MAX_ATTEMPTS = 12
+#: `(slot, difficulty, attempt, workflow) -> draft`, or PlanFailed: `Planner.plan`, `QuestionPlanner.plan`.
+PlanFn = Callable[[int, str, int, WorkflowPlan | None], TaskDraft]
 _WORD = re.compile(r"[a-z0-9@._:-]+")
 
 
@@ -58,18 +61,23 @@ class DiversityFilter:
 def plan_drafts(
     ctx: GenerationContext, planner: Planner, on_task: Callable[[int], None] | None = None
 ) -> tuple[list[TaskDraft], dict[str, Any]]:
-    """Draft `counts[difficulty]` tasks per difficulty; returns the drafts and what could not be drafted."""
+    """Draft `counts[difficulty]` tasks per difficulty; returns the drafts and what could not be drafted. A
+    toolset with nothing to change gets questions about its data (`questions`)."""
     resolved = ctx.resolved
     diversity = DiversityFilter(resolved.diversity.max_similar)
     drafts: list[TaskDraft] = []
     skipped: list[dict[str, Any]] = []
     too_similar = 0
     slot = 0
+    plan: PlanFn = planner.plan
+    workflow_plans = planner.workflow_plans
+    if not planner.ops_available() and any(role.op == "read" for role in planner.roles):
+        plan, workflow_plans = QuestionPlanner(planner).plan, []
     for difficulty in DIFFICULTIES:
         sizes = set(ACTIONS_BY_DIFFICULTY[difficulty])
-        workflows = [w for w in planner.workflow_plans if w.actions in sizes]
+        workflows = [w for w in workflow_plans if w.actions in sizes]
         for _ in range(resolved.counts[difficulty]):
-            draft, reason, similar = _one(planner, slot, difficulty, workflows, diversity)
+            draft, reason, similar = _one(plan, slot, difficulty, workflows, diversity)
             too_similar += similar
             if draft is None:
                 skipped.append({"slot": slot + 1, "difficulty": difficulty, "reason": reason})
@@ -83,7 +91,7 @@ def plan_drafts(
 
 
 def _one(
-    planner: Planner, slot: int, difficulty: str, workflows: list[WorkflowPlan], diversity: DiversityFilter
+    plan: PlanFn, slot: int, difficulty: str, workflows: list[WorkflowPlan], diversity: DiversityFilter
 ) -> tuple[TaskDraft | None, str, int]:
     reason = "no plan found"
     similar = 0
@@ -91,7 +99,7 @@ def _one(
         # Every other task follows a workflow of the right length; a workflow that keeps failing is let go.
         workflow = workflows[(slot // 2) % len(workflows)] if workflows and slot % 2 == 0 and attempt < 4 else None
         try:
-            draft = planner.plan(slot, difficulty, attempt, workflow)
+            draft = plan(slot, difficulty, attempt, workflow)
         except PlanFailed as exc:
             reason = str(exc)
             continue
@@ -139,7 +147,7 @@ class SchemaTaskGenerator:
             )
             report(RUBRICS, done, len(drafts))
         for done, draft in enumerate(drafts, start=1):
-            draft.verifiers = {draft.verifier_module: render_state_verifier(draft)}
+            draft.verifiers = {draft.verifier_module: render_verifier(draft)}
             report(VERIFIERS, done, len(drafts))
         summary = base_summary(ctx, "schema", planner)
         summary.update(planning)
@@ -155,7 +163,7 @@ def base_summary(ctx: GenerationContext, generator: str, planner: Planner) -> di
         "requested": {"num_tasks": resolved.num_tasks, "complexity": dict(resolved.counts)},
         "diversity": resolved.diversity.model_dump(),
         "servers": {
-            name: ("built-in" if server.builtin is not None else "external")
+            name: ("built-in" if server.builtin is not None else "simulated from the toolset's schemas")
             for name, server in ctx.toolset.servers.items()
         },
     }

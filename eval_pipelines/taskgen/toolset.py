@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import ValidationError
 
+from eval_pipelines.schemas.taskgen import flat_tool_item
 from eval_pipelines.schemas.tools import ToolDefinition
 from eval_pipelines.taskgen.errors import TaskGenRequestError
 from eval_pipelines.toolservers.base import BuiltinToolServer
@@ -78,6 +79,8 @@ def id_stem(param: str) -> str | None:
 
 
 def singular(noun: str) -> str:
+    if noun.endswith(("ss", "us", "is")):
+        return noun  # status, analysis: singular already
     if noun.endswith("ies") and len(noun) > 3:
         return noun[:-3] + "y"
     if noun.endswith(("ses", "xes", "ches", "shes")):
@@ -94,6 +97,8 @@ class ToolInfo:
     description: str
     schema: dict[str, Any]
     mutates: bool
+    #: its position in the request's toolset, for errors naming it.
+    index: int = 0
 
     @property
     def properties(self) -> dict[str, dict[str, Any]]:
@@ -151,6 +156,8 @@ class ServerTools:
 @dataclass
 class Toolset:
     servers: dict[str, ServerTools] = field(default_factory=dict)
+    #: what binding the tools decided that the user should know (a built-in tool's schema that differs).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def tools(self) -> list[ToolInfo]:
@@ -169,67 +176,152 @@ class Toolset:
         return [name for name, s in self.servers.items() if s.builtin is None]
 
 
-def _infer_mutates(definition: ToolDefinition) -> bool:
+def _infer_mutates(definition: ToolDefinition, annotations: Mapping[str, Any]) -> bool:
     if definition.mutates_state is not None:
         return bool(definition.mutates_state)
+    if isinstance(annotations.get("readOnlyHint"), bool):
+        return not annotations["readOnlyHint"]
     words = name_words(definition.name)
     return not (words and words[0] in READ_VERBS)
 
 
-def _builtin_tool_names(builtin: Mapping[str, type[BuiltinToolServer]]) -> dict[str, set[str]]:
-    return {name: {t.name for t in cls().tools()} for name, cls in builtin.items()}
+def _builtin_tools(builtin: Mapping[str, type[BuiltinToolServer]]) -> dict[str, dict[str, ToolDefinition]]:
+    return {name: {t.name: t for t in cls().tools()} for name, cls in builtin.items()}
+
+
+def _json_type(schema: Mapping[str, Any]) -> Any:
+    kind = schema.get("type")
+    return tuple(sorted(kind)) if isinstance(kind, list) else kind
+
+
+def schema_difference(tool: ToolInfo, builtin: ToolDefinition) -> str | None:
+    """Why a built-in tool of the same name cannot serve `tool` (None when it can): the user's schema is the
+    authority, so the built-in must require exactly what the user's requires and know every parameter the
+    user's names, with the same type and every value its enum allows."""
+    theirs = builtin.parameters.get("properties") or {}
+    required = sorted(builtin.parameters.get("required") or [])
+    if sorted(tool.required) != required:
+        return f"it requires {sorted(tool.required)}, the built-in {required}"
+    for name, schema in tool.properties.items():
+        other = theirs.get(name)
+        if not isinstance(other, dict):
+            return f"the built-in has no parameter {name!r}"
+        if "type" in schema and "type" in other and _json_type(schema) != _json_type(other):
+            return f"parameter {name!r} is {schema['type']!r}, the built-in's {other['type']!r}"
+        wanted, allowed = schema.get("enum"), other.get("enum")
+        if isinstance(wanted, list) and isinstance(allowed, list) and not all(v in allowed for v in wanted):
+            return f"parameter {name!r} allows {wanted}, the built-in {allowed}"
+        if isinstance(allowed, list) and not isinstance(wanted, list) and "const" not in schema:
+            return f"parameter {name!r} takes any value, the built-in only {allowed}"
+    return None
+
+
+def _read(index: int, raw: Mapping[str, Any]) -> tuple[str | None, ToolInfo]:
+    """(the server it names, the tool) of one toolset item; TaskGenRequestError naming its field."""
+    if not isinstance(raw, Mapping):
+        raise TaskGenRequestError(f"toolset[{index}]", "must be a tool definition object")
+    item = flat_tool_item(dict(raw))
+    try:
+        definition = ToolDefinition.model_validate(item)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise TaskGenRequestError(f"toolset[{index}].{loc}".rstrip("."), first["msg"]) from None
+    if not isinstance(definition.parameters, dict):
+        raise TaskGenRequestError(f"toolset[{index}].inputSchema", "must be a JSON Schema object")
+    hint = next((item[k] for k in SERVER_HINT_KEYS if isinstance(item.get(k), str) and item.get(k)), None)
+    if hint is not None and not _SERVER_NAME.match(hint):
+        raise TaskGenRequestError(f"toolset[{index}].tool_server", f"{hint!r} must match [A-Za-z0-9_-]+")
+    annotations = item.get("annotations")
+    return hint, _info(hint or EXTERNAL_SERVER, definition, index, annotations if isinstance(annotations, dict) else {})
+
+
+def _bind_unnamed(
+    unnamed: list[ToolInfo], known: Mapping[str, Mapping[str, ToolDefinition]], notes: list[str]
+) -> dict[str, list[ToolInfo]]:
+    """An unnamed listing is one server's: a built-in one only if built-in servers serve every tool with the
+    user's own schema; otherwise a server of its own (`tools`), which task generation simulates."""
+    names = {t.name for t in unnamed}
+    scores = {server: len(names & set(tools)) for server, tools in known.items()}
+    choices: dict[str, str] = {}
+    for tool in unnamed:
+        fitting = []
+        for server, tools in known.items():
+            if tool.name not in tools:
+                continue
+            difference = schema_difference(tool, tools[tool.name])
+            if difference is None:
+                fitting.append(server)
+            else:
+                notes.append(
+                    f"{tool.name}: not served by the built-in {server!r} server, whose schema differs ({difference}); "
+                    "it is simulated from your schema"
+                )
+        if fitting:
+            choices[tool.name] = max(fitting, key=lambda s: (scores[s], s))
+    if len(choices) < len(unnamed):
+        return {EXTERNAL_SERVER: [replace(t, server=EXTERNAL_SERVER) for t in unnamed]}
+    grouped: dict[str, list[ToolInfo]] = {}
+    for tool in unnamed:
+        server = choices[tool.name]
+        grouped.setdefault(server, []).append(replace(tool, server=server))
+    return grouped
+
+
+def _check_builtin_name(server: str, tools: list[ToolInfo], known: Mapping[str, ToolDefinition]) -> None:
+    """A server named like a built-in one is that server: every tool must be one of its tools, as it is."""
+    for tool in tools:
+        field = f"toolset[{tool.index}]"
+        if tool.name not in known:
+            raise TaskGenRequestError(
+                f"{field}.tool_server",
+                f"{server!r} is a built-in tool server with no tool {tool.name!r}; name your server otherwise",
+            )
+        difference = schema_difference(tool, known[tool.name])
+        if difference is not None:
+            raise TaskGenRequestError(
+                f"{field}.inputSchema",
+                f"{tool.name!r} is not the built-in {server!r} server's tool ({difference}); "
+                "name your server otherwise (tool_server) or leave it out",
+            )
 
 
 def normalise_toolset(
     raw: Sequence[Mapping[str, Any]], builtin: Mapping[str, type[BuiltinToolServer]] | None = None
 ) -> Toolset:
-    """Group tool definitions by server. A tool names its server with `tool_server`/`server`. Unnamed tools
-    join the built-in server implementing them (the one implementing most of them when several do) if built-in
-    servers implement every unnamed tool; otherwise they are all one external server, `tools`.
-    Accepts `inputSchema`, `input_schema` and `parameters`."""
+    """Group tool definitions by server. A tool names its server with `tool_server`/`server`; a server named
+    like a built-in one must hold that server's tools with their schemas. Unnamed tools join the built-in
+    server implementing them (the one implementing most of them when several do) if built-in servers serve
+    every unnamed tool with the user's own schema (`schema_difference`); otherwise they are all one server of
+    the user's, `tools`. Accepts `inputSchema`, `input_schema` and `parameters`, and OpenAI function items."""
     registry = dict(BUILTIN_SERVERS if builtin is None else builtin)
-    known = _builtin_tool_names(registry)
+    known = _builtin_tools(registry)
     hinted: dict[str, list[ToolInfo]] = {}
-    unnamed: list[tuple[int, ToolDefinition]] = []
+    unnamed: list[ToolInfo] = []
     for index, item in enumerate(raw):
-        try:
-            definition = ToolDefinition.model_validate(dict(item))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise TaskGenRequestError(f"toolset[{index}].{loc}".rstrip("."), first["msg"]) from None
-        if not isinstance(definition.parameters, dict):
-            raise TaskGenRequestError(f"toolset[{index}].inputSchema", "must be a JSON Schema object")
-        hint = next((item[k] for k in SERVER_HINT_KEYS if isinstance(item.get(k), str) and item.get(k)), None)
-        if hint is not None:
-            if not _SERVER_NAME.match(hint):
-                raise TaskGenRequestError(f"toolset[{index}].tool_server", f"{hint!r} must match [A-Za-z0-9_-]+")
-            hinted.setdefault(hint, []).append(_info(hint, definition))
+        hint, info = _read(index, item)
+        if hint is None:
+            unnamed.append(info)
         else:
-            unnamed.append((index, definition))
-    if unnamed:
-        names = {d.name for _, d in unnamed}
-        scores = {server: len(names & tools) for server, tools in known.items()}
-        # An unnamed listing is one server's: it is a built-in one only if built-in servers know every tool.
-        all_known = all(any(d.name in tools for tools in known.values()) for _, d in unnamed)
-        for _index, definition in unnamed:
-            candidates = [s for s, tools in known.items() if definition.name in tools] if all_known else []
-            server = max(candidates, key=lambda s: (scores[s], s)) if candidates else EXTERNAL_SERVER
-            hinted.setdefault(server, []).append(_info(server, definition))
+            hinted.setdefault(hint, []).append(info)
     toolset = Toolset()
+    for server, tools in hinted.items():
+        if server in known:
+            _check_builtin_name(server, tools, known[server])
+    if unnamed:
+        for server, tools in _bind_unnamed(unnamed, known, toolset.notes).items():
+            hinted.setdefault(server, []).extend(tools)
     for server, tools in hinted.items():
         seen: set[str] = set()
         for tool in tools:
             if tool.name in seen:
                 raise TaskGenRequestError("toolset", f"tool {tool.name!r} of server {server!r} is listed twice")
             seen.add(tool.name)
-        cls = registry.get(server)
-        bound = cls if cls is not None and {t.name for t in tools} <= known[server] else None
-        toolset.servers[server] = ServerTools(name=server, tools=tools, builtin=bound)
+        toolset.servers[server] = ServerTools(name=server, tools=tools, builtin=registry.get(server))
     return toolset
 
 
-def _info(server: str, definition: ToolDefinition) -> ToolInfo:
+def _info(server: str, definition: ToolDefinition, index: int, annotations: Mapping[str, Any]) -> ToolInfo:
     schema = dict(definition.parameters)
     schema.setdefault("type", "object")
     return ToolInfo(
@@ -237,7 +329,8 @@ def _info(server: str, definition: ToolDefinition) -> ToolInfo:
         name=definition.name,
         description=definition.description,
         schema=schema,
-        mutates=_infer_mutates(definition),
+        mutates=_infer_mutates(definition, annotations),
+        index=index,
     )
 
 

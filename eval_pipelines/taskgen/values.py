@@ -135,6 +135,20 @@ TITLE_KINDS = (
     "follow-up",
     "audit",
 )
+COMPANIES = (
+    "Northwind Traders",
+    "Blue Harbor Logistics",
+    "Acme Robotics",
+    "Greenfield Foods",
+    "Summit Analytics",
+    "Redwood Health",
+    "Lumen Energy",
+    "Orbit Media",
+    "Cedar & Pine Legal",
+    "Atlas Manufacturing",
+    "Silverline Finance",
+    "Harbor View Hotels",
+)
 TEXT_TEMPLATES = (
     "Agenda: {topic} status, open questions and next steps.",
     "Please bring the latest {topic} figures.",
@@ -178,6 +192,8 @@ _TIME_NAMES = (
     _START_NAMES | _END_NAMES | frozenset(["due", "due_at", "deadline", "time", "datetime", "when", "scheduled_at"])
 )
 _TITLE_NAMES = frozenset(["title", "subject", "name", "summary", "headline", "topic", "label"])
+#: the fields whose text names an item (in this order of preference; `*_name` fields come after them).
+TITLE_FIELDS = ("title", "subject", "name", "summary", "headline", "label")
 _TEXT_NAMES = frozenset(
     [
         "body",
@@ -196,6 +212,11 @@ _TEXT_NAMES = frozenset(
     ]
 )
 _PLACE_NAMES = frozenset(["location", "room", "place", "venue", "where"])
+_COMPANY_NAMES = frozenset(["company", "organization", "organisation", "employer", "vendor", "supplier"])
+#: `<word>_name` parameters naming a person (`customer_name`, `full_name`).
+_PERSON_WORDS = frozenset(
+    ["full", "customer", "contact", "person", "client", "employee", "user", "requester", "owner", "patient", "guest"]
+)
 _QUERY_NAMES = frozenset(["query", "q", "search", "term", "keyword", "keywords"])
 _PATH_NAMES = frozenset(["path", "file", "filename", "file_path", "dir", "directory", "folder_path"])
 _URL_NAMES = frozenset(["url", "link", "uri", "href", "website"])
@@ -248,8 +269,8 @@ def _schema_type(schema: Mapping[str, Any]) -> str | None:
 
 
 def semantic(param: str, schema: Mapping[str, Any]) -> str:
-    """What a string parameter holds: email, start, end, time, date, title, text, place, query, path, url,
-    id or word."""
+    """What a string parameter holds: email, start, end, time, date, first_name, last_name, person_name,
+    company, title, text, place, query, path, url, id or word."""
     name = param.lower()
     desc = str(schema.get("description") or "").lower()
     fmt = str(schema.get("format") or "").lower()
@@ -269,12 +290,12 @@ def semantic(param: str, schema: Mapping[str, Any]) -> str:
         return "email"
     if "iso 8601" in desc or "date-time" in desc:
         return "time"
-    if name in _TITLE_NAMES:
-        return "title"
-    if name in _TEXT_NAMES:
-        return "text"
-    if name in _PLACE_NAMES:
-        return "place"
+    who = _who(name)
+    if who is not None:
+        return who
+    for names, meaning in ((_TITLE_NAMES, "title"), (_TEXT_NAMES, "text"), (_PLACE_NAMES, "place")):
+        if name in names:
+            return meaning
     if name in _QUERY_NAMES:
         return "query"
     if fmt == "uri" or name in _URL_NAMES:
@@ -282,6 +303,19 @@ def semantic(param: str, schema: Mapping[str, Any]) -> str:
     if name in _PATH_NAMES or name.endswith("_path"):
         return "path"
     return "word"
+
+
+def _who(name: str) -> str | None:
+    """first_name, last_name, person_name or company, when the parameter's name says it holds one."""
+    if name in ("first_name", "given_name"):
+        return "first_name"
+    if name in ("last_name", "family_name", "surname"):
+        return "last_name"
+    if name.endswith("_name") and name[: -len("_name")] in _PERSON_WORDS:
+        return "person_name"
+    if name in _COMPANY_NAMES or name.endswith(("company_name", "organization_name")):
+        return "company"
+    return None
 
 
 @dataclass
@@ -394,6 +428,12 @@ class ValueFactory:
             candidates = [self.text()]
         elif meaning == "place":
             candidates = [self.place()]
+        elif meaning in ("first_name", "last_name", "person_name"):
+            person = self.person()
+            names = {"first_name": person.first_name, "last_name": person.last_name}
+            candidates = [names.get(meaning, person.full_name)]
+        elif meaning == "company":
+            candidates = [self.entities.choice(COMPANIES)]
         elif meaning == "url":
             candidates = [f"https://intranet.example.com/{self.params.choice(TITLE_TOPICS).replace(' ', '-')}"]
         elif meaning == "path":

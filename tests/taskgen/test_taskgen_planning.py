@@ -1,5 +1,6 @@
 """The schema-driven planner: valid parameters, seeded worlds, difficulty as action count, presets and
-workflows, workspace and NPCs, diversity, and an external toolset (no server: ungated)."""
+workflows, workspace and NPCs, diversity, and a toolset of the user's own (served by a stand-in simulated from
+its schemas, so its tasks are gated too)."""
 
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ def test_preset_workflows_categories_workspace_and_npcs() -> None:
     assert addresses and all(a.endswith("@acme.test") for a in addresses)
 
 
-def test_an_external_toolset_gets_create_tasks_with_ungated_verifiers() -> None:
+def test_a_toolset_of_the_users_own_is_simulated_and_its_tasks_gated() -> None:
     toolset = [
         {
             "name": "create_contact",
@@ -161,16 +162,20 @@ def test_an_external_toolset_gets_create_tasks_with_ungated_verifiers() -> None:
     request = parse_request({"toolset": toolset, "num_tasks": 4})
     results = asyncio.run(SchemaTaskGenerator().generate(request, lambda _text: None))
     summary = results.filter_summary
-    assert summary is not None and summary["gated"] is False
-    assert summary["servers"] == {"tools": "external"}
-    assert "no built-in tool server" in summary["ungated"]["reason"]
-    assert len(summary["ungated"]["verifiers"]) == len(results.tasks) >= 1
-    assert any("merge_contacts" in note for note in summary["notes"])
+    assert summary is not None and summary["gated"] is True
+    assert summary["servers"] == {"tools": "simulated from the toolset's schemas"}
+    assert summary["verifiers"] == {"total": 4, "passed": 4, "failed": 0, "ungated": 0}
+    used = set()
     for file in results.tasks:
         task = json.loads(file.content)
-        assert {a["tool_name"] for a in task["reference_actions"]} == {"create_contact"}
+        used |= {a["tool_name"] for a in task["reference_actions"]}
         for action in task["reference_actions"]:
-            assert action["parameters"]["tier"] in ("gold", "silver") and "@" in action["parameters"]["email"]
+            if action["tool_name"] == "create_contact":
+                assert action["parameters"]["tier"] in ("gold", "silver") and "@" in action["parameters"]["email"]
+            else:
+                assert set(action["parameters"]) <= {"contact_id"}
+    # merging names an existing contact by its id, so only a server to try it on makes it plannable
+    assert {"create_contact", "merge_contacts"} <= used
 
 
 def test_default_generator_without_an_endpoint_runs_offline_and_writes_the_scenario(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from eval_pipelines.service.responses import (
 )
 from eval_pipelines.service.scheduler import Overloaded
 from eval_pipelines.service.state import ServiceDep
-from eval_pipelines.taskgen import TaskGenRequestError, resolve_request
+from eval_pipelines.taskgen import TaskGenRequestError, check_toolset, resolve_request
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +32,10 @@ async def submit_task_gen(service: ServiceDep, body: TaskGenRequest) -> TaskGenJ
     if service.draining:
         raise Overloaded("the service is shutting down; retry against the restarted service")
     try:
-        # An unknown preset or a bad diversity is the caller's mistake: a 422 now, not a job failing later.
+        # An unknown preset, a bad diversity or a toolset no server can serve is the caller's mistake: a 422
+        # now, not a job failing later.
         resolve_request(body)
+        check_toolset(body.toolset)
     except TaskGenRequestError as exc:
         loc = ("body", *exc.field.split("."))
         raise RequestValidationError([{"loc": loc, "msg": exc.message, "type": "value_error"}]) from None
