@@ -1,0 +1,157 @@
+"""A SimLab coding bundle whose verifiers read the files server after the run, over HTTP `/step` with `urllib`,
+the way SimLab's `examples/custom-cli-tools` verifiers do (`tests/simlab/bundles/coding_files/`, written for this
+project in that format: `tool_servers: [{name: coding-env, ...}]`, one verifier reading `workspace_summary.md`,
+one reading the workspace's listing).
+
+The same rollouts get the same verdicts in the three places verifiers run: during POST /runs (the live
+workspace), in a sweep's verification step and in `eval-pipelines reverify` (the workspace restored from the
+rollout's final state). The agent that writes the summary (`sim-oracle` following the task's reference action)
+passes everywhere; the one that writes nothing (`sim-noop`) fails everywhere, and neither is ever an error.
+Before the files server rebuilt its own state from a snapshot, the sweep failed the first with "Tool read_file
+failed: a files-server state must come from FilesServer.new_state()"."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from eval_pipelines.cli import main
+from eval_pipelines.clients.backend import EvaluationBackend
+from eval_pipelines.inputs.paths import DATA_DIR_ENV, SCENARIOS_DIR_ENV, SWEEPS_DIR_ENV
+from eval_pipelines.inputs.scenarios import ScenarioCatalog
+from eval_pipelines.inputs.simlab_bundle import import_bundle
+from eval_pipelines.pipeline.restored_servers import RestoredServers
+from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
+from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, VerifyJob
+from tests.reliability.support_runs import make_dagster_home
+
+BUNDLE = Path(__file__).resolve().parent / "bundles" / "coding_files"
+SCENARIO_ID = "coding_files:1.0.0"
+TASK_ID = "workspace_summary"
+VERIFIERS = ("summary_file", "summary_listed")
+PASSED = {
+    "summary_file": "workspace_summary.md describes the available tools.",
+    "summary_listed": "workspace_summary.md is in the workspace.",
+}
+FAILED = {
+    "summary_file": "workspace_summary.md missing: Parameter 'path': 'workspace_summary.md' does not exist",
+    "summary_listed": "workspace_summary.md is not in the workspace: '.' is empty.",
+}
+SWEEP = (
+    "name: coding-files\n"
+    f'scenarios: ["{SCENARIO_ID}"]\n'
+    f"task_ids: [{TASK_ID}]\n"
+    "rollout_count: 1\n"
+    "models:\n"
+    "  - {name: sim-oracle, model: sim-oracle, base_url: 'sim://local'}\n"
+    "  - {name: sim-noop, model: sim-noop, base_url: 'sim://local'}\n"
+)
+#: verifier -> (success, is_error, message)
+Verdicts = dict[str, tuple[bool, bool, str]]
+
+
+def _expected(passed: bool) -> Verdicts:
+    messages = PASSED if passed else FAILED
+    return {verifier: (passed, False, messages[verifier]) for verifier in VERIFIERS}
+
+
+def test_the_bundle_imports_onto_the_files_server(tmp_path: Path) -> None:
+    report = import_bundle(BUNDLE, tmp_path / "scenarios", SCENARIO_ID)
+    assert report.tasks == [TASK_ID] and report.notes == {}
+    task = ScenarioCatalog(tmp_path / "scenarios").get(SCENARIO_ID).task(TASK_ID)
+    assert [s.name for s in task.tool_servers] == ["files"] and task.simlab_servers == {"files": "coding-env"}
+    assert task.verifiers == list(VERIFIERS)
+
+
+def _run(backend: EvaluationBackend, model: str) -> tuple[str, Any]:
+    request = RunLaunchRequest.model_validate(
+        {
+            "scenario_id": SCENARIO_ID,
+            "task_ids": [TASK_ID],
+            "model_config": {"model": model, "base_url": "sim://local", "api_key": "x"},
+            "run_name": f"coding-{model}-{uuid.uuid4().hex[:8]}",
+        }
+    )
+    run_id = backend.launch_or_resume(request)
+    backend.complete_run(run_id, request, timeout_seconds=120)
+    [rollout] = backend.list_rollouts(run_id)
+    return run_id, rollout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "passed"), [("sim-oracle", True), ("sim-noop", False)])
+def test_post_runs_and_a_later_verification_read_the_files_the_agent_left(
+    tmp_path: Path, local_backend: Callable[..., EvaluationBackend], model: str, passed: bool
+) -> None:
+    import_bundle(BUNDLE, tmp_path / "scenarios", SCENARIO_ID)
+    catalog = ScenarioCatalog(tmp_path / "scenarios")
+    backend = local_backend(tmp_path / "data", catalog)
+    run_id, rollout = _run(backend, model)
+    assert rollout.status == RolloutStatus.COMPLETED and rollout.result is not None
+    during = {o.module: (o.success, o.is_error, o.message) for o in rollout.result.verifiers}
+    assert during == _expected(passed)
+
+    # Later, the workspace is gone: the verifiers read the one restored from the rollout's final state.
+    artifacts = backend.artifacts_file(run_id, rollout.rollout_id)
+    assert artifacts is not None
+    with RestoredServers() as restored, IsolatedVerifierRunner(catalog.get(SCENARIO_ID).verifiers_dir) as runner:
+        [outcomes] = runner.run([restored.prepare(VerifyJob(artifacts, VERIFIERS))])
+    assert {o.module: (o.success, o.is_error, o.message) for o in outcomes} == _expected(passed)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    for name in ("scenarios", "sweeps"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setenv(SCENARIOS_DIR_ENV, str(tmp_path / "scenarios"))
+    monkeypatch.setenv(SWEEPS_DIR_ENV, str(tmp_path / "sweeps"))
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
+    monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(tmp_path / "dagster_home")))
+    yield tmp_path
+
+
+def _cli(capfd: pytest.CaptureFixture[str], *argv: str) -> str:
+    code = main(list(argv))
+    captured = capfd.readouterr()
+    assert code == 0, captured.err[-3000:]
+    return captured.out
+
+
+def _latest_verdicts(project: Path) -> dict[str, tuple[str, Verdicts]]:
+    """model -> (the rollout's outcome, its latest verdicts), from the catalog the CLI rebuilt."""
+    with duckdb.connect(str(project / "data" / "eval.duckdb"), read_only=True) as con:
+        outcomes = dict(con.execute("select model_name, outcome from rollout_scores").fetchall())
+        rows = con.execute(
+            "select model_name, verifier, success, coalesce(is_error, false), message from verifications_latest"
+        ).fetchall()
+    verdicts: dict[str, Verdicts] = {}
+    for model, verifier, success, is_error, message in rows:
+        verdicts.setdefault(model, {})[verifier] = (success, is_error, message)
+    return {model: (outcomes[model], verdicts.get(model, {})) for model in outcomes}
+
+
+@pytest.mark.slow
+def test_a_sweep_and_reverify_read_the_files_the_agent_left(project: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    _cli(capfd, "import", str(BUNDLE), "--scenario-id", SCENARIO_ID, "--scenarios-dir", str(project / "scenarios"))
+    config = project / "sweeps" / "coding-files.yaml"
+    config.write_text(SWEEP, encoding="utf-8")
+    _cli(capfd, "sweep", "--config", str(config), "--skip-assessment", "--sweep-id", "coding-files")
+    expected = {"sim-oracle": ("passed", _expected(True)), "sim-noop": ("failed", _expected(False))}
+    assert _latest_verdicts(project) == expected
+
+    # An edited verifier is re-verified long after the run, against the restored workspace.
+    verifier = ScenarioCatalog(project / "scenarios").get(SCENARIO_ID).verifiers_dir / "summary_file.py"
+    verifier.write_text(verifier.read_text() + "\n# reworded nothing, but a new version\n")
+    out = _cli(capfd, "reverify")
+    assert "coding_files" in out
+    assert _latest_verdicts(project) == expected
+    with duckdb.connect(str(project / "data" / "eval.duckdb"), read_only=True) as con:
+        [(versions,)] = con.execute(
+            "select count(distinct verifier_version) from verifications where verifier = 'summary_file'"
+        ).fetchall()
+    assert versions == 2
