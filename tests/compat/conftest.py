@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,9 +120,16 @@ class EvalServiceUnderTest:
 def eval_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EvalServiceUnderTest]:
     """`eval-pipelines serve eval-service` with a data dir of its own, over a copy of the built-in scenarios."""
     root = tmp_path_factory.mktemp("eval-service")
+    shutil.copytree(builtin_scenarios_dir(), root / "scenarios")
+    with served_eval_service(root) as service:
+        yield service
+
+
+@contextmanager
+def served_eval_service(root: Path) -> Iterator[EvalServiceUnderTest]:
+    """`eval-pipelines serve eval-service` over the scenarios in `root / "scenarios"`, its data in `root / "data"`."""
     write_key, read_key = f"wk-{secrets.token_hex(12)}", f"rk-{secrets.token_hex(12)}"
     scenarios_dir = root / "scenarios"
-    shutil.copytree(builtin_scenarios_dir(), scenarios_dir)
     served = serve(
         [
             "eval-service",
