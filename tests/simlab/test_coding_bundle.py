@@ -12,21 +12,26 @@ failed: a files-server state must come from FilesServer.new_state()"."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import httpx
 import pytest
 
-from eval_pipelines.cli import main
+from eval_pipelines.cli import EXIT_ERRORS, main
 from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.paths import DATA_DIR_ENV, SCENARIOS_DIR_ENV, SWEEPS_DIR_ENV
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.inputs.simlab_bundle import import_bundle
-from eval_pipelines.pipeline.restored_servers import RestoredServers
+from eval_pipelines.lib.serving import BackgroundServer
+from eval_pipelines.pipeline.restored_servers import USER_SERVER_NOT_RESTORABLE, RestoredServers
 from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
+from eval_pipelines.toolservers import create_app
+from eval_pipelines.toolservers.files import FilesServer
 from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, VerifyJob
 from tests.reliability.support_runs import make_dagster_home
 
@@ -115,11 +120,11 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield tmp_path
 
 
-def _cli(capfd: pytest.CaptureFixture[str], *argv: str) -> str:
+def _cli(capfd: pytest.CaptureFixture[str], *argv: str, exit_code: int = 0) -> str:
     code = main(list(argv))
     captured = capfd.readouterr()
-    assert code == 0, captured.err[-3000:]
-    return captured.out
+    assert code == exit_code, captured.err[-3000:]
+    return captured.out + captured.err
 
 
 def _latest_verdicts(project: Path) -> dict[str, tuple[str, Verdicts]]:
@@ -155,3 +160,64 @@ def test_a_sweep_and_reverify_read_the_files_the_agent_left(project: Path, capfd
             "select count(distinct verifier_version) from verifications where verifier = 'summary_file'"
         ).fetchall()
     assert versions == 2
+
+
+SUMMARY = "The workspace offers read_file and write_file, list_dir and run_command for the agent's work.\n"
+
+
+def _on_a_server_of_the_users_own(scenarios: Path, url: str) -> None:
+    """The imported task, with coding-env played by the user's own HTTP server at `url` instead of a built-in one."""
+    path = ScenarioCatalog(scenarios).get(SCENARIO_ID).root / "tasks" / f"{TASK_ID}.json"
+    task = json.loads(path.read_text())
+    task.update(tool_servers=[], simlab_servers={}, reference_actions=[], http_servers={"coding-env": url})
+    path.write_text(json.dumps(task))
+
+
+@pytest.fixture
+def users_server() -> Iterator[str]:
+    """A coding server of the user's own (our files server, answering in the hosted shape as SimLab's do) whose
+    workspace already holds the summary."""
+    with BackgroundServer(create_app(FilesServer())) as served:
+        created = httpx.post(
+            f"{served.url}/workspaces",
+            json={"seed": [{"files": [{"path": "workspace_summary.md", "content": SUMMARY}]}]},
+            timeout=30,
+        )
+        yield f"{served.url}{created.json()['path']}/hosted"
+
+
+@pytest.mark.slow
+def test_a_server_of_the_users_own_is_read_live_by_post_runs_and_is_a_verifier_error_in_a_sweep(
+    project: Path, capfd: pytest.CaptureFixture[str], users_server: str, local_backend: Callable[..., EvaluationBackend]
+) -> None:
+    scenarios = project / "scenarios"
+    _cli(capfd, "import", str(BUNDLE), "--scenario-id", SCENARIO_ID, "--scenarios-dir", str(scenarios))
+    _on_a_server_of_the_users_own(scenarios, users_server)
+
+    backend = local_backend(project / "service-data", ScenarioCatalog(scenarios))
+    _, rollout = _run(backend, "sim-noop")
+    assert rollout.result is not None
+    assert {o.module: (o.success, o.is_error, o.message) for o in rollout.result.verifiers} == _expected(True)
+
+    config = project / "sweeps" / "coding-files.yaml"
+    config.write_text(SWEEP.replace("  - {name: sim-oracle, model: sim-oracle, base_url: 'sim://local'}\n", ""))
+    # Errors above the sweep's threshold: it says so, and exits 3.
+    said = _cli(
+        capfd,
+        "sweep",
+        "--config",
+        str(config),
+        "--skip-assessment",
+        "--sweep-id",
+        "users-server",
+        exit_code=EXIT_ERRORS,
+    )
+    assert "1/1 errors (verifier: summary_file: Verifier error: the state of tool server 'coding-env'" in said
+    [(outcome, verdicts)] = _latest_verdicts(project).values()
+    assert outcome == "error" and set(verdicts) == set(VERIFIERS)
+    for success, is_error, message in verdicts.values():
+        assert is_error and not success
+        assert "tool server 'coding-env' at the end of the rollout cannot be queried" in message
+        assert USER_SERVER_NOT_RESTORABLE in message
+    with duckdb.connect(str(project / "data" / "eval.duckdb"), read_only=True) as con:
+        assert con.execute("select error_class from rollout_scores").fetchall() == [("verifier",)]
