@@ -1,10 +1,11 @@
 """Imported SimLab bundles served back to the SimLab CLI 0.2.0, unmodified, under the bundle's own server names;
 and each caller's `tool_server_url`s as SimLab's own environment reaches them: seeded workspaces of its own.
 
-The service serves a copy of the built-in scenarios plus two bundles imported with the project's import machinery:
-SimLab's cookbook bundle `langgraph-email-agent/examples/task-bundle` (its `email-env` tasks, from the pinned sdist,
-`tests/support/simlab_sources.py`) and a small coding bundle in the format of SimLab's own `env init` sample tasks
-(`coding-env`).
+The service serves a copy of the built-in scenarios plus bundles imported with the project's import machinery:
+SimLab's cookbook bundles `langgraph-email-agent/examples/task-bundle` (`email-env`) and
+`langgraph-vendor-agent/examples/task-bundle` (`email-env` and `erp-env`, a server the user names at import), from
+the pinned sdist (`tests/support/simlab_sources.py`), and a small coding bundle in the format of SimLab's own
+`env init` sample tasks (`coding-env`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ pytestmark = pytest.mark.slow
 
 EMAIL_BUNDLE = Path("langgraph-email-agent", "examples", "task-bundle")
 EMAIL_FAMILY = "langgraph_email"
+VENDOR_BUNDLE = Path("langgraph-vendor-agent", "examples", "task-bundle")
+VENDOR_FAMILY = "langgraph_vendor"
+#: Where the user says the vendor bundle's ERP server answers (never called here: SimLab's tasks info only lists it).
+ERP_URL = "http://127.0.0.1:9/erp"
 CODING_FAMILY = "coding_bundle"
 #: A task as SimLab's `env init` writes its coding samples (src/simlab/cli/env.py `_CODING_SAMPLE_TASKS`).
 CODING_TASK = {
@@ -53,6 +58,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EvalServiceUnde
     scenarios = root / "scenarios"
     shutil.copytree(builtin_scenarios_dir(), scenarios)
     import_bundle(cookbook_dir() / EMAIL_BUNDLE, scenarios, f"{EMAIL_FAMILY}:1.0.0")
+    servers = root / "servers.yaml"
+    servers.write_text(f"servers:\n  erp-env:\n    url: {ERP_URL}\n")
+    import_bundle(cookbook_dir() / VENDOR_BUNDLE, scenarios, f"{VENDOR_FAMILY}:1.0.0", servers_file=servers)
     coding = root / "coding-bundle"
     (coding / "tasks").mkdir(parents=True)
     (coding / "tasks" / "build_cli_task.json").write_text(json.dumps(CODING_TASK))
@@ -89,6 +97,16 @@ def test_env_init_and_tasks_list_info_show_the_bundle_s_own_server_names(simlab:
     assert "coding-env" in simlab.ok("tasks", "list", "--env", "cb")
     info = simlab.ok("tasks", "info", "--env", "cb", "--task", "build_cli_task")
     assert re.search(r"Tool servers:\s+coding-env\s+http://localhost:\d+", info), info
+
+
+def test_a_server_the_user_named_is_served_back_under_its_name(simlab: SimLab) -> None:
+    out = simlab.ok("env", "init", "vendor", "--template", VENDOR_FAMILY, "--non-interactive")
+    assert f"Starting from template '{VENDOR_FAMILY}:1.0.0': email, erp" in out, out
+    listing = simlab.ok("tasks", "list", "--env", "vendor")
+    assert "email-env, erp-env" in listing, listing
+    info = simlab.ok("tasks", "info", "--env", "vendor", "--task", "vendor_erp_review")
+    assert re.search(r"Apps:\s+email-env, erp-env\b", info), info
+    assert re.search(r"email-env\s+http://localhost:\d+\s+erp-env\s+http://localhost:\d+", info), info
 
 
 #: Run in SimLab's venv: two callers list a task through SimLab's client, rewrite its URLs as SimLab's CLI does,
@@ -176,11 +194,15 @@ def test_the_served_listing_still_validates_in_simlab_s_client(simlab: SimLab) -
         "import json\n"
         "from simlab.api.client import ScenarioManagerClient\n"
         "client = ScenarioManagerClient()\n"
-        "print(json.dumps({s.scenario_id: [[t.name for t in task.tool_servers]"
+        "print(json.dumps({s.scenario_id: [{ts.name: ts.tool_server_url for ts in task.tool_servers}"
         " for task in client.list_scenario_tasks(s.scenario_id).tasks] for s in client.list_scenarios()}))\n"
     )
-    result = simlab.python_ok(code)
-    names: dict[str, list[list[str]]] = json.loads(result.splitlines()[-1])
+    listed: dict[str, list[dict[str, str]]] = json.loads(simlab.python_ok(code).splitlines()[-1])
+    names = {scenario: [list(servers) for servers in tasks] for scenario, tasks in listed.items()}
     assert names[f"{EMAIL_FAMILY}:1.0.0"] == [["email-env"]] * 3, names
     assert names[f"{CODING_FAMILY}:1.0.0"] == [["coding-env"]]
+    assert names[f"{VENDOR_FAMILY}:1.0.0"] == [["email-env", "erp-env"]] * 2
     assert names["email_ops:1.0.0"] == [["email"]] * 12
+    # the user's own server is listed where the user said it answers; the built-in ones at workspaces of the listing
+    assert all(servers["erp-env"] == ERP_URL for servers in listed[f"{VENDOR_FAMILY}:1.0.0"])
+    assert all("/ws/" in servers["email-env"] for servers in listed[f"{VENDOR_FAMILY}:1.0.0"])
