@@ -254,7 +254,7 @@ def _read_env_config(bundle: Path, named: NamedServers, report: ImportReport) ->
             raise BundleImportError(f"{path}: expected a mapping (SimLab's environment config)")
         for key in sorted(set(raw) - _ENV_READ_KEYS):
             report.note("bundle", f"{path.name}: {key}: the environment's, not reproduced here; left out")
-        tools = raw.get("tools") if isinstance(raw.get("tools"), list) else []
+        tools = _list(raw.get("tools"))
         for problem in resolve_task_servers([], tools, named).problems:
             report.note("bundle", f"{path.name}: tools: {problem.removeprefix('apps')}")
         return
@@ -309,9 +309,16 @@ def _task_text(raw: dict[str, Any], path: Path) -> tuple[str, str]:
     raise BundleImportError(f"{path}: task: required (the instruction given to the agent; or instruction)")
 
 
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def _apps(raw: dict[str, Any], meta: dict[str, Any]) -> list[Any]:
-    apps = raw.get("apps") if isinstance(raw.get("apps"), list) else meta.get("apps")
-    return list(apps) if isinstance(apps, list) else []
+    return _list(raw.get("apps")) if isinstance(raw.get("apps"), list) else _list(meta.get("apps"))
 
 
 def _task_id(raw: dict[str, Any], meta: dict[str, Any], path: Path) -> str:
@@ -338,7 +345,7 @@ def _import_task(path: Path, job: _Import) -> dict[str, Any]:
         report.note(task_id, f"{key}: has no place in a scenario task; left out")
     for key in sorted(set(meta) - _META_KEYS):
         report.note(task_id, f"meta.{key}: has no place in a scenario task; left out")
-    refs = raw.get("tool_servers") if isinstance(raw.get("tool_servers"), list) else []
+    refs = _list(raw.get("tool_servers"))
     apps = _apps(raw, meta)
     plan = resolve_task_servers(refs, apps, job.servers)
     task: dict[str, Any] = {
@@ -420,8 +427,8 @@ def _write_seeds(raw: dict[str, Any], task_id: str, job: _Import, plan: TaskServ
         filename = f"{task_id}_{server}.json"
         _write_json(job.staging / "seed_data" / filename, content)
         seed_data[server] = [filename]
-    inline = raw.get("seed_files") if isinstance(raw.get("seed_files"), dict) else {}
-    named = raw.get("seed_data") if isinstance(raw.get("seed_data"), dict) else {}
+    inline = _dict(raw.get("seed_files"))
+    named = _dict(raw.get("seed_data"))
     for server, files in named.items():
         for name in files if isinstance(files, list) else []:
             if name not in inline:

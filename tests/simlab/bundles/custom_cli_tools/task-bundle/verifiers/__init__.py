@@ -1,0 +1,1 @@
+"""Verifiers of the custom CLI tools test bundle."""
