@@ -101,6 +101,8 @@ class ModelProxy:
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             pass  # a client that hangs up or speaks garbage loses its connection, nothing else
+        except asyncio.CancelledError:
+            pass  # `aclose` ends the connections of a finished rollout; the stream's callback must not log it
         finally:
             self._connections.discard(task)
             writer.close()

@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from eval_pipelines.agents.model_proxy import ModelProxy
 from eval_pipelines.agents.remote import RemoteAgent
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutSpec, default_agent_factory
@@ -31,6 +33,7 @@ from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.verifiers.loader import load_verifier_package
 from tests.agents.stand_in_agents import AGENTS_MODULE, SOURCE
+from tests.support.scripted_llm import Script, create_scripted_app
 
 CANARY = "sk-canary-agent-env-5d1e"
 OUR_SECRET = "ours-secret-7a0c"
@@ -217,3 +220,55 @@ async def test_a_cancelled_or_timed_out_agent_leaves_no_process_behind(
     expected = TerminationReason.CANCELLED if ending == "cancel" else TerminationReason.TIMEOUT
     assert outcome.termination_reason == expected
     assert _gone(worker_pid) and _gone(child_pid)
+
+
+async def test_the_proxy_answers_only_its_token_and_only_chat_completions(sim_url: str) -> None:
+    client = ChatClientPool().for_model(ModelConfig(model="sim-oracle", api_key=CANARY, base_url=f"{sim_url}/v1"))
+    config = ModelConfig(model="sim-oracle", api_key=CANARY, base_url=f"{sim_url}/v1")
+    body = {"model": "anything", "messages": [{"role": "user", "content": TASK.description}]}
+    try:
+        async with ModelProxy(client, config, "ro_proxy") as proxy, httpx.AsyncClient(base_url=proxy.base_url) as http:
+            assert (await http.post("/chat/completions", json=body)).status_code == 401
+            wrong = await http.post("/chat/completions", json=body, headers={"Authorization": "Bearer " + CANARY})
+            assert wrong.status_code == 401
+            auth = {"Authorization": f"Bearer {proxy.token}"}
+            streamed = await http.post("/chat/completions", json={**body, "stream": True}, headers=auth)
+            assert streamed.status_code == 400 and "stream" in streamed.json()["error"]["message"]
+            assert (await http.post("/embeddings", json=body, headers=auth)).status_code == 404
+            models = await http.get("/models", headers=auth)
+            assert [m["id"] for m in models.json()["data"]] == ["sim-oracle"]
+            # both URL shapes: `<base>/chat/completions` (litellm, openai) and the bare path
+            for url in ("/chat/completions", proxy.base_url.removesuffix("/v1") + "/chat/completions"):
+                answer = await http.post(url, json=body, headers=auth)
+                assert answer.status_code == 200 and answer.json()["choices"][0]["message"]["content"]
+            assert proxy.requests == 2 and CANARY not in answer.text
+    finally:
+        await client.aclose()
+
+
+async def test_an_endpoint_failure_behind_the_proxy_is_an_endpoint_error_not_the_agents(
+    serve: Any, tool_host: Any, agents_dir: Path
+) -> None:
+    refusing = serve(create_scripted_app(Script([{"status": 401}])))
+    spec = _spec(refusing.url, tool_host, f"{AGENTS_MODULE}:ChatLoopAgent", _own_python(agents_dir))
+    outcome = await Captured().execute(spec)
+    # the agent crashed on the proxy's 502, but what failed was the endpoint behind it
+    assert outcome.status == RolloutStatus.FAILED and outcome.error_class == ErrorClass.MODEL_ENDPOINT
+    assert "401" in outcome.result.message and CANARY not in outcome.result.message
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"python": "/usr/bin/python3", "venv": "/v"},
+        {"python": "/usr/bin/python3", "pip_flags": ["--no-deps"]},
+        {"requirements": ["x"], "env": {"OPENAI_API_KEY": "k"}},
+        {"requirements": ["x"], "env": {"SIMLAB_AGENT_BASE_URL": "http://elsewhere"}},
+        {"requirements": ["x"], "env": {"not a name": "v"}},
+        {"requirements": [""]},
+    ],
+)
+def test_an_agent_environment_names_one_interpreter_and_no_variable_of_the_rollouts(fields: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        AgentEnvironment.model_validate(fields)
