@@ -219,10 +219,11 @@ class CallerWorkspaces:
                 502, f"the tool host failed: {type(exc).__name__} at {redact_url(target)}"
             ) from None
         if response.status_code == 404:
-            # The tool host was replaced (it restarts when it stops answering) and took the workspace with it.
+            # The tool host was replaced (it restarts when it stops answering) and took the workspace with it, or
+            # the workspace was reclaimed while this call was on its way.
             self._forget(key)
             raise WorkspaceUnavailable(
-                410, "this workspace was lost when the tool host restarted; list the tasks again"
+                410, "this workspace is gone (reclaimed, or lost when the tool host restarted); list the tasks again"
             )
         if response.status_code >= 500:
             raise WorkspaceUnavailable(502, f"the tool host answered {response.status_code}")

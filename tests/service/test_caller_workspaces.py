@@ -3,6 +3,7 @@ shapes SimLab reads, and they are reclaimed. An imported scenario is listed unde
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from eval_pipelines.inputs.paths import builtin_scenarios_dir
+from eval_pipelines.runtime.local import shared_tool_host
 from eval_pipelines.toolservers import EmailServer
 from tests.service.eval_service_support import SCENARIO, WRITE_KEY, RunningService, running_service
 
@@ -152,6 +154,27 @@ def test_workspaces_are_reclaimed_past_the_bound_and_when_idle(http: httpx.Clien
         assert all(httpx.get(f"{url}/health", timeout=30).status_code == 404 for url in on_tool_host)
     finally:
         workspaces.max_workspaces, workspaces.idle_seconds = bound, idle
+
+
+async def test_concurrent_first_calls_to_one_url_make_one_workspace(
+    http: httpx.Client, service: RunningService
+) -> None:
+    workspaces = service.service.caller_workspaces
+    url = _urls(http, SCENARIO, "email_ops_003")["email"]
+    before = len(workspaces)
+    async with httpx.AsyncClient(timeout=30) as client:
+        answers = await asyncio.gather(*(client.get(f"{url}/tools") for _ in range(8)))
+    assert [answer.status_code for answer in answers] == [200] * 8
+    assert len(workspaces) == before + 1
+
+
+def test_a_workspace_lost_with_the_tool_host_answers_410(http: httpx.Client) -> None:
+    url = _urls(http, SCENARIO, "email_ops_001")["email"]
+    assert _mail_count(url) == 22
+    shared_tool_host().restart()  # as the monitor replaces a host that stopped answering
+    lost = httpx.get(f"{url}/tools", timeout=30)
+    assert lost.status_code == 410 and "list the tasks again" in lost.json()["detail"]
+    assert _mail_count(_urls(http, SCENARIO, "email_ops_001")["email"]) == 22  # a new listing works at once
 
 
 def test_an_imported_scenario_is_listed_under_its_bundle_names(http: httpx.Client) -> None:
