@@ -190,3 +190,16 @@ def test_a_reachable_server_that_holds_no_summary_is_a_failure_not_an_error(
     artifacts = _artifacts(**{META_TOOL_SERVERS: {"files": url}, META_SIMLAB_SERVERS: {"files": "coding-env"}})
     outcomes = _verdicts(runner, artifacts, "summary_file", "summary_listed", "catches_everything")
     assert [(o.success, o.is_error) for o in outcomes] == [(False, False)] * 3, outcomes
+
+
+def test_a_users_server_whose_url_carries_credentials_is_not_stored_and_a_verifier_learns_why(
+    runner: IsolatedVerifierRunner,
+) -> None:
+    from eval_pipelines.engine.rollout import _record_http_servers
+
+    artifacts = _artifacts()
+    _record_http_servers(artifacts, {"coding-env": "https://user:secret@tools.example.com/ws", "crm": "http://h:1/x"})
+    assert artifacts.metadata[META_HTTP_SERVERS] == {"crm": "http://h:1/x"}
+    assert "secret" not in artifacts.model_dump_json()
+    [outcome] = _verdicts(runner, artifacts, "summary_file")
+    assert outcome.is_error and "its URL carries credentials" in outcome.message, outcome
