@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -185,6 +186,28 @@ def unrunnable_tasks(sweep: SweepConfig, scenario: ScenarioFiles, source: str = 
     tasks = scenario.tasks()
     chosen, _ = _chosen_task_ids(sweep, scenario, source)
     return {t: reason for t in chosen if (reason := tasks[t].unrunnable_reason) is not None}
+
+
+def server_overrides(sweep: SweepConfig, scenario: ScenarioFiles, task_ids: list[str]) -> dict[str, Any]:
+    """`task_overrides` of a run that give its tasks the sweep's server URLs (`servers`) in place of the ones the
+    tasks record: for each task that reaches one of those servers by URL, the task as it runs in this sweep."""
+    if not sweep.servers:
+        return {}
+    tasks = scenario.tasks()
+    overrides: dict[str, Any] = {}
+    for task_id in task_ids:
+        task = tasks[task_id]
+        http = {name: sweep.servers.get(name, url) for name, url in task.http_servers.items()}
+        mcp = [
+            {**spec, "url": sweep.servers[spec["name"]]}
+            if spec.get("url") and spec.get("name") in sweep.servers
+            else spec
+            for spec in task.mcp_servers
+        ]
+        if http != task.http_servers or mcp != task.mcp_servers:
+            changed = task.model_copy(update={"http_servers": http, "mcp_servers": mcp})
+            overrides[task_id] = {"task_json": changed.model_dump(mode="json")}
+    return overrides
 
 
 def sweep_notices(sweep: SweepConfig, scenarios: list[ScenarioFiles], source: str = "sweep config") -> list[str]:

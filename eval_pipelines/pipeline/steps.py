@@ -18,7 +18,13 @@ import pyarrow.parquet as pq
 
 from eval_pipelines.clients.backend import EvaluationBackend, ProgressCallback
 from eval_pipelines.inputs.scenarios import ScenarioFiles
-from eval_pipelines.inputs.sweeps import model_config_for, run_name, selected_task_ids, user_model_for
+from eval_pipelines.inputs.sweeps import (
+    model_config_for,
+    run_name,
+    selected_task_ids,
+    server_overrides,
+    user_model_for,
+)
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.pipeline.restored_servers import RestoredServers
 from eval_pipelines.schemas.artifacts import STORED_ARTIFACTS_SUFFIX, RunArtifacts, UnreadableArtifacts
@@ -66,6 +72,9 @@ def launch_request(
         "verifier_timeout_seconds": sweep.verifier_timeout_seconds,
         "rollout_timeout_seconds": sweep.rollout_timeout_seconds,
     }
+    overrides = server_overrides(sweep, scenario, body["task_ids"])
+    if overrides:
+        body["task_overrides"] = overrides
     called = [model]
     user_model = user_model_for(sweep, model, scenario, body["task_ids"], source)
     if user_model is not None:

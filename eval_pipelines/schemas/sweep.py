@@ -183,6 +183,11 @@ class SweepConfig(StrictModel):
         "judgements (the models themselves are the platform's); default: the platform's own, 60 s and 8 at once",
     )
     max_cost_usd: float | None = Field(default=None, gt=0)
+    servers: dict[str, str] = Field(
+        default_factory=dict,
+        description="server name -> URL for the servers tasks reach by URL (an imported SimLab bundle's `erp-env`, "
+        "an MCP server given by url): the URL replaces the one the task records, for this sweep's runs only",
+    )
     error_retries: int = Field(
         default=DEFAULT_ERROR_RETRIES,
         ge=0,
@@ -209,6 +214,14 @@ class SweepConfig(StrictModel):
         description="share of errored rollouts in a model x scenario above which the sweep exits non-zero and the "
         "verification asset check fails",
     )
+
+    @field_validator("servers")
+    @classmethod
+    def _server_urls(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, url in value.items():
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"servers.{name}: the URL must start with http:// or https://")
+        return value
 
     @field_validator("cron")
     @classmethod

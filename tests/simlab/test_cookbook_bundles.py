@@ -22,17 +22,21 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from eval_pipelines.cli import main
+from eval_pipelines.clients.backend import EvaluationBackend
+from eval_pipelines.clients.errors import ServiceError
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.inputs.simlab_bundle import NOTHING_GRADES, import_bundle
 from eval_pipelines.inputs.sweeps import selected_task_ids, sweep_notices, sweep_scenarios
 from eval_pipelines.lib.serving import BackgroundServer
+from eval_pipelines.pipeline.steps import launch_request
+from eval_pipelines.schemas.runs import RunLaunchRequest
 from eval_pipelines.schemas.sweep import SweepConfig
 from eval_pipelines.warehouse import tasks_table
 from tests.simlab.erp_tool_server import build_app
@@ -200,8 +204,9 @@ def test_with_the_servers_named_a_sweep_passes_every_passable_task_and_leaves_th
     (bundles["email_cookbook:1.0.0"].parent / "mcp-servers.json").write_text(
         json.dumps({"mcpServers": {"edgar-mcp": {"command": sys.executable, "args": [str(EDGAR_SERVER)]}}})
     )
+    # The import records a URL where no ERP server answers; the sweep names the one that does (`servers`).
     servers = tmp_path / "servers.yaml"
-    servers.write_text(yaml.safe_dump({"servers": {"erp-env": {"url": erp_server}}}))
+    servers.write_text(yaml.safe_dump({"servers": {"erp-env": {"url": "http://127.0.0.1:9/"}}}))
     env = {
         **os.environ,
         "EVAL_PIPELINES_DATA_DIR": str(tmp_path / "data"),
@@ -242,6 +247,7 @@ def test_with_the_servers_named_a_sweep_passes_every_passable_task_and_leaves_th
                 "rollout_count": 1,
                 "max_parallel": 4,
                 "rollout_timeout_seconds": 120,
+                "servers": {"erp-env": erp_server},
             }
         )
     )
@@ -269,3 +275,39 @@ def test_with_the_servers_named_a_sweep_passes_every_passable_task_and_leaves_th
         "vendor_cookbook:1.0.0": ("2", "2"),
         "custom_cli:1.0.0": ("2", "2"),
     }, out
+
+
+def test_a_sweep_gives_its_runs_its_own_server_urls_and_the_service_refuses_an_unrunnable_task(
+    tmp_path: Path, local_backend: Callable[..., EvaluationBackend]
+) -> None:
+    bundles = copy_bundles(tmp_path / "bundles")
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(yaml.safe_dump({"servers": {"erp-env": {"url": "http://127.0.0.1:9/"}}}))
+    import_bundle(bundles["vendor_cookbook:1.0.0"], tmp_path / "s", "vendor_cookbook:1.0.0", servers_file=servers)
+    import_bundle(bundles["injection_cookbook:1.0.0"], tmp_path / "s", "injection_cookbook:1.0.0")
+    catalog = ScenarioCatalog(tmp_path / "s")
+    vendor = catalog.get("vendor_cookbook")
+    assert vendor.task("procurement_audit").http_servers == {"erp-env": "http://127.0.0.1:9/"}
+    model = {"name": "scripted", "model": "sim-noop", "base_url": "sim://local"}
+    sweep = SweepConfig.model_validate(
+        {"name": "t", "scenarios": ["*"], "models": [model], "servers": {"erp-env": "http://erp.test:8100"}}
+    )
+    request = launch_request(sweep, sweep.models[0], vendor, "t-1")
+    assert sorted(request.task_overrides) == VENDOR_TASKS
+    for override in request.task_overrides.values():
+        assert override.task_json is not None and override.task_json["http_servers"] == {
+            "erp-env": "http://erp.test:8100"
+        }
+    plain = SweepConfig.model_validate({"name": "t", "scenarios": ["*"], "models": [model]})
+    assert launch_request(plain, plain.models[0], vendor, "t-2").task_overrides == {}
+
+    backend = local_backend(tmp_path / "data", catalog)
+    refused = RunLaunchRequest.model_validate(
+        {
+            "scenario_id": "injection_cookbook:1.0.0",
+            "task_ids": ["injection_test_lookup_stock_price"],
+            "model_config": {"model": "sim-noop", "base_url": "sim://local", "api_key": "x"},
+        }
+    )
+    with pytest.raises(ServiceError, match=r"cannot run here.*twelve-data-env"):
+        backend.launch_or_resume(refused)
