@@ -29,6 +29,29 @@ EXTERNAL_SERVER = "tools"
 #: Keys a tool definition may use to name its tool server.
 SERVER_HINT_KEYS = ("tool_server", "server")
 DEFAULT_FETCH_TIMEOUT_SECONDS = 10.0
+#: keys of a SimLab config's `[[toolset]]` entry describing a service rather than one tool.
+SERVICE_ENTRY_KEYS = ("operations", "service_name", "service_url")
+#: a word of a service entry's name (or service name, or description) -> the built-in server standing in.
+SERVICE_STAND_INS = {
+    "email": "email",
+    "mail": "email",
+    "inbox": "email",
+    "calendar": "calendar",
+    "chronos": "calendar",
+    "chat": "chat",
+    "rocketchat": "chat",
+    "slack": "chat",
+    "helpdesk": "records",
+    "ticketing": "records",
+    "tickets": "records",
+    "hris": "records",
+    "hrms": "records",
+    "crm": "records",
+    "records": "records",
+    "coding": "files",
+    "files": "files",
+    "filesystem": "files",
+}
 
 READ_VERBS = frozenset(
     [
@@ -286,6 +309,39 @@ def _check_builtin_name(server: str, tools: list[ToolInfo], known: Mapping[str, 
             )
 
 
+def is_service_entry(item: Mapping[str, Any]) -> bool:
+    """A SimLab config's `[[toolset]]` entry naming a service and its operations, not a tool: no schema."""
+    has_schema = any(key in item for key in ("inputSchema", "input_schema", "parameters", "function"))
+    return not has_schema and any(key in item for key in SERVICE_ENTRY_KEYS)
+
+
+def _stand_in(item: Mapping[str, Any], registry: Mapping[str, Any]) -> str | None:
+    for key in ("name", "service_name", "description"):
+        for word in name_words(str(item.get(key) or "")):
+            server = SERVICE_STAND_INS.get(word)
+            if server in registry:
+                return server
+    return None
+
+
+def _stand_ins(
+    services: list[tuple[int, Mapping[str, Any]]], known: Mapping[str, Mapping[str, ToolDefinition]], notes: list[str]
+) -> dict[str, list[ToolInfo]]:
+    """The built-in servers standing in for services named without tool schemas (`HRIS`, `Email`): their
+    tools, with their own schemas, since the entry gives none to honour."""
+    servers: dict[str, list[ToolInfo]] = {}
+    for index, item in services:
+        label = str(item.get("name") or item.get("service_name") or f"toolset[{index}]")
+        server = _stand_in(item, known)
+        if server is None:
+            notes.append(f"{label}: a service named without tool schemas, like no built-in server; left out")
+            continue
+        notes.append(f"{label}: a service named without tool schemas; its tasks use the built-in {server!r} server")
+        if server not in servers:
+            servers[server] = [_info(server, tool, index, {}) for tool in known[server].values()]
+    return servers
+
+
 def normalise_toolset(
     raw: Sequence[Mapping[str, Any]], builtin: Mapping[str, type[BuiltinToolServer]] | None = None
 ) -> Toolset:
@@ -293,18 +349,27 @@ def normalise_toolset(
     like a built-in one must hold that server's tools with their schemas. Unnamed tools join the built-in
     server implementing them (the one implementing most of them when several do) if built-in servers serve
     every unnamed tool with the user's own schema (`schema_difference`); otherwise they are all one server of
-    the user's, `tools`. Accepts `inputSchema`, `input_schema` and `parameters`, and OpenAI function items."""
+    the user's, `tools`. Accepts `inputSchema`, `input_schema` and `parameters`, and OpenAI function items.
+    A SimLab config's service entries (`{name, description, operations}`, no schema) are stood in for by the
+    built-in server their name says (`SERVICE_STAND_INS`), or left out, with a note either way."""
     registry = dict(BUILTIN_SERVERS if builtin is None else builtin)
     known = _builtin_tools(registry)
     hinted: dict[str, list[ToolInfo]] = {}
     unnamed: list[ToolInfo] = []
+    toolset = Toolset()
+    services = [(index, item) for index, item in enumerate(raw) if is_service_entry(item)]
+    for server, tools in _stand_ins(services, known, toolset.notes).items():
+        hinted[server] = tools
     for index, item in enumerate(raw):
+        if is_service_entry(item):
+            continue
         hint, info = _read(index, item)
         if hint is None:
             unnamed.append(info)
         else:
             hinted.setdefault(hint, []).append(info)
-    toolset = Toolset()
+    if not hinted and not unnamed:
+        raise TaskGenRequestError("toolset", "no tool to generate tasks with: " + "; ".join(toolset.notes))
     for server, tools in hinted.items():
         if server in known:
             _check_builtin_name(server, tools, known[server])

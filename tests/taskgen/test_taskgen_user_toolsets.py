@@ -262,3 +262,19 @@ def test_a_generated_tasks_reference_actions_pass_its_verifier_and_doing_nothing
         # the state the verifier read is the stand-in's, holding the user's fields (no built-in `description`)
         final = replayed.metadata["state"]["tools"]["final"]["tickets"]
         assert final and all("subject" in t and "description" not in t for t in final.values())
+
+
+def test_service_entries_of_a_simlab_config_are_stood_in_for_by_the_builtin_server_their_name_says() -> None:
+    services = [
+        {"name": "Helpdesk", "description": "Tickets", "operations": ["search", "create", "update"]},
+        {"name": "Email", "description": "Send and read emails", "operations": ["send", "read"]},
+        {"name": "Browser", "description": "Browse the web", "operations": ["navigate"]},
+    ]
+    toolset = normalise_toolset(services)
+    assert toolset.builtin_servers == ["records", "email"]
+    assert {t.name for t in toolset.servers["records"].tools} == {t.name for t in RecordsServer().tools()}
+    assert any(n.startswith("Browser:") and "left out" in n for n in toolset.notes)
+    with pytest.raises(TaskGenRequestError, match="no tool to generate tasks with: Browser"):
+        normalise_toolset(services[2:])
+    # a tool without a schema is still a tool, not a service
+    assert normalise_toolset([{"name": "list_categories", "description": "x"}]).servers["tools"].tools
