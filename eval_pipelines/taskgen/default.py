@@ -3,7 +3,8 @@ deterministic schema-driven generator (offline fallback).
 
 Choosing per request:
 
-- `model: "schema"` always uses the schema-driven generator;
+- `model: "schema"` always uses the schema-driven generator, and so does a toolset that changes nothing (its
+  tasks are questions about the data, which only the schema-driven generator plans);
 - otherwise, with an endpoint configured, the LLM-driven generator runs on `model` (or the endpoint's default
   model when the request names none);
 - with no endpoint configured, the schema-driven generator runs and `filter_summary["model_ignored"]` says why
@@ -26,10 +27,12 @@ from pydantic import SecretStr
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.schemas.taskgen import TaskGenRequest, TaskGenResults
 from eval_pipelines.taskgen.bundle import write_bundle
+from eval_pipelines.taskgen.errors import TaskGenRequestError
 from eval_pipelines.taskgen.gates import QualityGates
 from eval_pipelines.taskgen.llm_generator import LLMTaskGenerator
 from eval_pipelines.taskgen.request import parse_request
 from eval_pipelines.taskgen.schema_generator import SchemaTaskGenerator
+from eval_pipelines.taskgen.toolset import normalise_toolset
 
 SCHEMA_MODEL = "schema"
 BASE_URL_ENV = "EVAL_TASKGEN_BASE_URL"
@@ -37,6 +40,11 @@ API_KEY_ENV = "EVAL_TASKGEN_API_KEY"
 MODEL_ENV = "EVAL_TASKGEN_MODEL"
 TIMEOUT_ENV = "EVAL_TASKGEN_TIMEOUT_SECONDS"
 DEFAULT_LLM_TIMEOUT_SECONDS = 120.0
+#: why a model named for a read-only toolset was not used.
+READ_ONLY_NOTE = (
+    "no tool of the toolset changes state; the schema-driven generator's questions were used "
+    "(the LLM-driven generator plans state changes)"
+)
 
 
 @dataclass(frozen=True)
@@ -78,17 +86,28 @@ class DefaultTaskGenerator:
     async def generate(self, request: TaskGenRequest, progress: Callable[[str], None]) -> TaskGenResults:
         endpoint = self.endpoint
         model = request.model or (endpoint.default_model if endpoint else None)
-        if endpoint is None or model is None or model == SCHEMA_MODEL:
+        read_only = _read_only(request)
+        if endpoint is None or model is None or model == SCHEMA_MODEL or read_only:
             results = await SchemaTaskGenerator(self.gates).generate(request, progress)
             if request.model not in (None, SCHEMA_MODEL) and results.filter_summary is not None:
                 results.filter_summary["model_ignored"] = (
-                    f"no model endpoint is configured ({BASE_URL_ENV}); the schema-driven generator was used"
+                    READ_ONLY_NOTE
+                    if read_only and endpoint is not None
+                    else f"no model endpoint is configured ({BASE_URL_ENV}); the schema-driven generator was used"
                 )
             return results
         key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
         async with ChatClient(endpoint.base_url, key, timeout_seconds=endpoint.timeout_seconds) as client:
             generator = LLMTaskGenerator(client, model, gates=self.gates)
             return await generator.generate(request, progress)
+
+
+def _read_only(request: TaskGenRequest) -> bool:
+    """Whether no tool of the request changes state (a bad toolset is left for the generator to report)."""
+    try:
+        return not any(tool.mutates for tool in normalise_toolset(request.toolset).tools)
+    except TaskGenRequestError:
+        return False
 
 
 async def generate_scenario(

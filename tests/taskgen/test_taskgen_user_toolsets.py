@@ -22,9 +22,11 @@ from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, Rollout
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.scenarios import Task, TaskToolServer
 from eval_pipelines.schemas.taskgen import TaskGenResults
+from eval_pipelines.sim.taskgen import SIM_TASKGEN
 from eval_pipelines.taskgen import SchemaTaskGenerator, TaskGenRequestError, check_toolset, parse_request
 from eval_pipelines.taskgen.answer_check import check_answer, states
 from eval_pipelines.taskgen.context import build_context
+from eval_pipelines.taskgen.default import READ_ONLY_NOTE, DefaultTaskGenerator, LLMEndpoint
 from eval_pipelines.taskgen.gates import NoopAgent, ReplayAgent
 from eval_pipelines.taskgen.schema_server import SchemaToolServer
 from eval_pipelines.taskgen.state_check import check_state
@@ -278,3 +280,12 @@ def test_service_entries_of_a_simlab_config_are_stood_in_for_by_the_builtin_serv
         normalise_toolset(services[2:])
     # a tool without a schema is still a tool, not a service
     assert normalise_toolset([{"name": "list_categories", "description": "x"}]).servers["tools"].tools
+
+
+def test_a_read_only_toolset_gets_questions_even_with_a_model_endpoint(taskgen_llm: Callable[..., str]) -> None:
+    generator = DefaultTaskGenerator(LLMEndpoint(base_url=taskgen_llm(), default_model=SIM_TASKGEN))
+    request = parse_request({"toolset": catalog(), "num_tasks": 2, "model": SIM_TASKGEN})
+    results = asyncio.run(generator.generate(request, lambda _text: None))
+    assert results.filter_summary is not None and results.filter_summary["model_ignored"] == READ_ONLY_NOTE
+    assert len(results.tasks) == 2
+    assert all(json.loads(f.content)["verifiers"][0]["module"].endswith("_answer") for f in results.tasks)
