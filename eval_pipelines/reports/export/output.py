@@ -3,6 +3,7 @@ that a failed export leaves nothing half-written behind."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -60,8 +61,10 @@ def dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+@functools.cache
 def exporter_version() -> str:
-    """This package's version, which every export names as the tool that wrote it."""
+    """This package's version, which every export names as the tool that wrote it (read once: reading a
+    distribution's metadata parses its files, milliseconds a call)."""
     try:
         return package_metadata.version("eval_pipelines")
     except package_metadata.PackageNotFoundError:
