@@ -257,11 +257,17 @@ def test_simlab_eval_prints_the_sweeps_results(
     tasks = len({row["task_id"] for row in scores})
     text = _simlab_eval(exported_runs, tmp_path).stdout
     assert f"{len(scores)} rollouts | {tasks} tasks | {models} models" in text
-    assert re.search(rf"Reward earned rate\s+{100 * passes / scored:.1f}%", text), text
+    earned = re.search(r"Reward earned rate\s+([\d.]+)%", text)
+    assert earned is not None and float(earned.group(1)) == pytest.approx(100 * passes / scored, abs=0.05), text
     assert re.search(rf"Termination reasons\s+.*error {errors} ", text), text
-    oracle = next(line for line in text.splitlines() if line.strip().startswith("sim-oracle "))
-    n_oracle = sum(row["model_name"] == "sim-oracle" for row in scores)
-    assert oracle.split()[1:3] == [str(n_oracle), "100%"]
+    # The "Model Comparison" table: each model's rollouts and its passes over them (errors counted as rollouts).
+    table = text.split("\nModel Comparison\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    printed = {cells[0]: (int(cells[1]), float(cells[2].rstrip("%"))) for cells in (line.split() for line in table)}
+    assert set(printed) == {row["model_name"] for row in scores}
+    for model, (n, rate) in printed.items():
+        ours = [row for row in scores if row["model_name"] == model]
+        assert n == len(ours)
+        assert rate == pytest.approx(100 * sum(row["outcome"] == "passed" for row in ours) / len(ours), abs=0.05)
 
 
 @pytest.mark.slow
