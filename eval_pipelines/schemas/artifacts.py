@@ -40,6 +40,9 @@ META_NPC_TRANSCRIPTS = "npc_transcripts"
 META_TOOL_SERVERS = "tool_servers"
 #: {tool_server: SimLab name} when the task's verifiers are SimLab's (see `Task.simlab_servers`)
 META_SIMLAB_SERVERS = "simlab_servers"
+#: the task as its SimLab task file holds it, for a task imported from a SimLab bundle: what SimLab hands its
+#: verifiers as `task_file` (see `verifiers/simlab_view.py`)
+META_SIMLAB_TASK = "simlab_task"
 #: {name: URL} of the task's HTTP tool servers of the user's own (`Task.http_servers`): a verifier may query them
 #: live during the rollout; nobody records their state, so after it they cannot be brought back
 META_HTTP_SERVERS = "http_servers"
