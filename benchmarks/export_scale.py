@@ -189,6 +189,7 @@ def _write_tasks(warehouse: Warehouse, tasks: int) -> None:
                 "verifiers": [list(VERIFIERS)] * tasks,
                 "description": [f"Synthetic benchmark task {t}: find the thread and reply." for t in task_ids],
                 "benchmark": pa.array([None] * len(task_ids), pa.string()),
+                "unrunnable_reason": pa.array([None] * len(task_ids), pa.string()),
             },
             schema=TASKS.schema,
         ),

@@ -92,6 +92,7 @@ def generate(root: Path, shape: Shape, seed: int = 20260101) -> None:
                     "verifiers": [list(VERIFIERS)] * len(task_ids),
                     "description": ["synthetic benchmark task"] * len(task_ids),
                     "benchmark": pa.array([None] * len(task_ids), pa.string()),
+                    "unrunnable_reason": pa.array([None] * len(task_ids), pa.string()),
                 },
                 schema=TASKS.schema,
             ),
