@@ -31,7 +31,7 @@ from eval_pipelines.taskgen.context import GenerationContext, stream
 from eval_pipelines.taskgen.drafts import TaskDraft
 from eval_pipelines.taskgen.expectations import assumed_added, checks_count, derive
 from eval_pipelines.taskgen.request import VaryDimension
-from eval_pipelines.taskgen.sandbox import Sandbox, diff_keys, ref_value, title_of
+from eval_pipelines.taskgen.sandbox import Sandbox, diff_keys, ref_value, title_of, unique_title
 from eval_pipelines.taskgen.state_check import canon
 from eval_pipelines.taskgen.toolset import PREPOSITIONS, ToolInfo, id_stem, singular
 from eval_pipelines.taskgen.values import UnplannableParameter, ValueFactory, _is_content, semantic
@@ -457,8 +457,9 @@ class Planner:
         title = title_of(item)
         lookup = None
         if spec.lookup:
+            title = unique_title(role.sandbox.items(state, role.target_collection), key)
             if title is None:
-                raise PlanFailed(f"{role.target_collection} items have no title to look them up by")
+                raise PlanFailed(f"{role.target_collection}/{key} has no title of its own to look it up by")
             lookup = self._lookup(role, state, key, title, item, streams.plan, values)
         params = self._targeted_params(role, state, key, item, values)
         self._run(role, state, params)

@@ -29,7 +29,7 @@ from eval_pipelines.taskgen.planner import (
     WorkflowPlan,
     label,
 )
-from eval_pipelines.taskgen.sandbox import Sandbox, ref_value, title_of
+from eval_pipelines.taskgen.sandbox import Sandbox, ref_value, unique_title
 from eval_pipelines.taskgen.toolset import id_stem, singular
 from eval_pipelines.taskgen.values import ValueFactory
 from eval_pipelines.toolservers.base import State, ToolError
@@ -174,7 +174,7 @@ class QuestionPlanner:
         item = state[collection][key]
         if not isinstance(item, dict):
             return None
-        title = title_of(item)
+        title = unique_title(state[collection], key)
         fields = _askable(item, title)
         if title is not None and actions > 1:
             fields.append("id")  # found by its title: its id is worth asking for too

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,20 @@ def title_of(item: Any) -> str | None:
         if isinstance(value, str) and value.strip():
             return value
     return None
+
+
+def unique_title(items: Mapping[str, Any], key: str) -> str | None:
+    """The item's title when no other item of its collection has the same one, so the title alone finds it
+    (two invoices may name the same customer)."""
+    title = title_of(items.get(key))
+    if title is None:
+        return None
+    folded = " ".join(title.split()).casefold()
+    for other_key, other in items.items():
+        other_title = title_of(other)
+        if other_key != key and other_title is not None and " ".join(other_title.split()).casefold() == folded:
+            return None
+    return title
 
 
 def ref_value(tool: ToolInfo, param: str, key: str) -> str | int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from eval_pipelines.taskgen.answer_check import check_answer, states
 from eval_pipelines.taskgen.context import build_context
 from eval_pipelines.taskgen.default import READ_ONLY_NOTE, DefaultTaskGenerator, LLMEndpoint
 from eval_pipelines.taskgen.gates import NoopAgent, ReplayAgent
+from eval_pipelines.taskgen.sandbox import unique_title
 from eval_pipelines.taskgen.schema_server import SchemaToolServer
 from eval_pipelines.taskgen.state_check import check_state
 from eval_pipelines.taskgen.toolset import normalise_toolset
@@ -289,3 +291,22 @@ def test_a_read_only_toolset_gets_questions_even_with_a_model_endpoint(taskgen_l
     assert results.filter_summary is not None and results.filter_summary["model_ignored"] == READ_ONLY_NOTE
     assert len(results.tasks) == 2
     assert all(json.loads(f.content)["verifiers"][0]["module"].endswith("_answer") for f in results.tasks)
+
+
+def test_an_item_is_looked_up_by_its_title_only_when_no_other_item_shares_it() -> None:
+    invoices = {
+        "INV-1": {"id": "INV-1", "customer_name": "Mei Meyer"},
+        "INV-2": {"id": "INV-2", "customer_name": " mei  meyer"},
+        "INV-3": {"id": "INV-3", "customer_name": "Diego Martin"},
+    }
+    assert unique_title(invoices, "INV-1") is None and unique_title(invoices, "INV-2") is None
+    assert unique_title(invoices, "INV-3") == "Diego Martin"
+    results = _generate(billing_openai(), num_tasks=8)
+    for file in results.tasks:
+        task = json.loads(file.content)
+        world = next(iter(task["seed_files"].values()))["invoices"]
+        for action in task["reference_actions"]:
+            if action["tool_name"] == "list_invoices" and "titled" in task["description"]:
+                names = [i["customer_name"].casefold() for i in world]
+                titles = re.findall(r'titled "([^"]+)"', task["description"])
+                assert all(names.count(t.casefold()) <= 1 for t in titles), task["description"]
