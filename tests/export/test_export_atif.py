@@ -209,8 +209,11 @@ def test_a_result_of_no_call_keeps_its_id_out_of_source_call_id() -> None:
 
 
 def test_the_model_usage_and_agent_are_named() -> None:
-    tools = [{"type": "function", "function": {"name": "email__get_email", "parameters": {"type": "object"}}}]
+    # A parameter named like a secret is part of the tool's definition, kept as the scenario declares it.
+    parameters = {"type": "object", "properties": {"api_key": {"type": "string"}}}
+    tools = [{"type": "function", "function": {"name": "vault__rotate", "parameters": parameters}}]
     trajectory = _trajectory(parallel_calls(), tools)
+    assert list(trajectory["agent"]) == ["name", "version", "model_name", "tool_definitions", "extra"]
     assert trajectory["schema_version"] == ATIF_SCHEMA_VERSION
     assert trajectory["session_id"] == trajectory["trajectory_id"] == "ro_test"
     agent = trajectory["agent"]
@@ -224,7 +227,7 @@ def test_the_model_usage_and_agent_are_named() -> None:
         "extra": {"total_tokens": 120, "tool_calls": 2, "duration_seconds": 2.5},
     }
     simulated = _trajectory(record([message(0, "user", "Go.")], is_simulated=True, provider="custom"))
-    assert simulated["agent"]["extra"]["provider"] == "simulated"
+    assert simulated["agent"]["extra"]["provider"] == "simulated" and "tool_definitions" not in simulated["agent"]
 
 
 def test_secrets_never_reach_the_trajectory() -> None:

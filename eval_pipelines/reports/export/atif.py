@@ -193,25 +193,31 @@ def atif_trajectory(record: RolloutRecord, tools: list[dict[str, Any]] | None) -
         "name": ATIF_AGENT_NAME,
         "version": exporter_version(),
         "model_name": row.get("model_identifier") or row["model_name"],
+        "tool_definitions": None,
+        "extra": {
+            "provider": rollout_provider(row),
+            "model_name": row["model_name"],
+            "is_simulated": bool(row.get("is_simulated")),
+            "temperature": row.get("temperature"),
+        },
     }
-    if tools is not None:
-        agent["tool_definitions"] = tools
-    agent["extra"] = {
-        "provider": rollout_provider(row),
-        "model_name": row["model_name"],
-        "is_simulated": bool(row.get("is_simulated")),
-        "temperature": row.get("temperature"),
-    }
-    trajectory = {
-        "schema_version": ATIF_SCHEMA_VERSION,
-        "session_id": row["rollout_id"],
-        "trajectory_id": row["rollout_id"],
-        "agent": agent,
-        "steps": steps,
-        "final_metrics": _final_metrics(row, len(steps)),
-        "extra": {EXTRA_KEY: _rollout_extra(record)},
-    }
-    return dict(scrubbed(trajectory))
+    trajectory: dict[str, Any] = scrubbed(
+        {
+            "schema_version": ATIF_SCHEMA_VERSION,
+            "session_id": row["rollout_id"],
+            "trajectory_id": row["rollout_id"],
+            "agent": agent,
+            "steps": steps,
+            "final_metrics": _final_metrics(row, len(steps)),
+            "extra": {EXTRA_KEY: _rollout_extra(record)},
+        }
+    )
+    # The scenario's own tool definitions are no run data: scrubbing would drop a parameter named like a secret.
+    if tools is None:
+        del trajectory["agent"]["tool_definitions"]
+    else:
+        trajectory["agent"]["tool_definitions"] = tools
+    return trajectory
 
 
 def atif_file_name(row: Mapping[str, Any]) -> str:
