@@ -220,7 +220,14 @@ def _record_id_schemas(layout: Layout, tool: ToolInfo) -> None:
             collection.id_schemas.append((tool.name, param, tool.properties[param]))
 
 
-_ID_FORMATS = ("{prefix}-{number}", "{prefix}{number}", "{number}", "{noun}_{number}", "{noun}-{number}")
+_ID_FORMATS = (
+    "{prefix}-{number}",
+    "{prefix}{number}",
+    "{number}",
+    "{noun}_{number}",
+    "{noun}-{number}",
+    "00000000-0000-4000-8000-{number:012d}",  # a UUID
+)
 
 
 def _settle_ids(collection: Collection, indexes: Mapping[str, int]) -> None:

@@ -310,3 +310,24 @@ def test_an_item_is_looked_up_by_its_title_only_when_no_other_item_shares_it() -
                 names = [i["customer_name"].casefold() for i in world]
                 titles = re.findall(r'titled "([^"]+)"', task["description"])
                 assert all(names.count(t.casefold()) <= 1 for t in titles), task["description"]
+
+
+def test_ids_take_the_shape_the_id_parameters_ask_for() -> None:
+    uuid = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+    shapes = {"PRO-1001": {"type": "string"}, "1001": {"type": "string", "pattern": "^[0-9]+$"}}
+    shapes["00000000-0000-4000-8000-000000001001"] = {"type": "string", "pattern": uuid}
+    for expected, schema in shapes.items():
+        toolset = catalog()
+        toolset[0]["inputSchema"]["properties"]["product_id"] = schema
+        served = build_context(parse_request({"toolset": toolset, "num_tasks": 1})).server_classes["tools"]
+        assert issubclass(served, SchemaToolServer)
+        assert served.layout.collections["products"].new_id({}) == expected
+    toolset = catalog()
+    toolset[0]["inputSchema"]["properties"]["product_id"] = {"type": "integer"}
+    ctx = build_context(parse_request({"toolset": toolset, "num_tasks": 1}))
+    assert sorted(ctx.sandboxes["tools"].base_state["products"])[0] == "1001"
+    results = _generate(toolset, num_tasks=3)
+    gets = [
+        a for f in results.tasks for a in json.loads(f.content)["reference_actions"] if a["tool_name"] == "get_product"
+    ]
+    assert gets and all(isinstance(a["parameters"]["product_id"], int) for a in gets)
