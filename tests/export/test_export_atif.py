@@ -327,3 +327,37 @@ def test_the_exported_sweep_validates_with_the_atif_models(sweep_catalog: SweepC
     assert {row["outcome"] for row in rows} == {"passed", "failed", "error"}
     scripted = next(v for v in by_rollout.values() if v["extra"]["eval_pipelines"]["model_name"] == "scripted")
     assert scripted["calls"] == ["call_bad_args", "call_missing"]
+
+
+def test_a_result_without_a_call_id_answers_the_first_waiting_call() -> None:
+    rec = record(
+        [
+            message(0, "user", "Go."),
+            assistant(1, None, ("p", "email__list", {}), ("q", "chat__list", {})),
+            tool(2, None, "three emails"),
+            tool(3, None, "two channels"),
+        ],
+        [call_row(0, "email", "list", {}, "three emails"), call_row(1, "chat", "list", {}, "two channels")],
+    )
+    results = _trajectory(rec)["steps"][1]["observation"]["results"]
+    assert [(r["source_call_id"], r["content"]) for r in results] == [("p", "three emails"), ("q", "two channels")]
+
+
+def test_a_call_the_engine_recorded_no_row_for_does_not_shift_the_later_ones() -> None:
+    """Only the second call has a `tool_calls` row: the first keeps the server its name gives, the second gets
+    its own row's error flag."""
+    rec = record(
+        [
+            message(0, "user", "Go."),
+            assistant(1, None, ("u", "email__unknown_tool", {})),
+            tool(2, "u", "no such tool"),
+            assistant(3, None, ("g", "email__get_email", {"email_id": "e1"})),
+            tool(4, "g", "not found"),
+        ],
+        [call_row(0, "email", "get_email", {"email_id": "e1"}, "not found", is_error=True)],
+    )
+    steps = _trajectory(rec)["steps"]
+    (unknown,) = steps[1]["observation"]["results"]
+    (found,) = steps[2]["observation"]["results"]
+    assert unknown["extra"] == {"tool_server": "email", "tool_name": "unknown_tool", "is_error": False}
+    assert found["extra"] == {"tool_server": "email", "tool_name": "get_email", "is_error": True}
