@@ -39,7 +39,7 @@ from eval_pipelines.schemas.tools import ToolDefinition
 from eval_pipelines.taskgen.errors import TaskGenRequestError
 from eval_pipelines.taskgen.toolset import ToolInfo, id_stem, singular
 from eval_pipelines.taskgen.values import TITLE_FIELDS, UnplannableParameter, ValueFactory, semantic
-from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolError, seed_objects
+from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError, seed_objects
 
 FIRST_ID_NUMBER = 1001
 #: the key of the one item a collection without ids holds (`update_profile`).
@@ -319,14 +319,13 @@ class SchemaToolServer(BuiltinToolServer):
     def render_text(self, state: State) -> str:
         return json.dumps(state, ensure_ascii=False, indent=2, sort_keys=True)
 
-    def call(self, ctx: Any, tool_name: str, params: dict[str, Any]) -> str:
+    def call(self, ctx: ToolContext, tool_name: str, params: dict[str, Any]) -> str:
         behaviour = self.layout.behaviours.get(tool_name)
         if behaviour is None:
             raise ToolError(f"Unknown tool '{tool_name}' on tool server '{self.name}'")
-        state: State = ctx.state
-        items = state.setdefault(behaviour.collection, {})
+        items = ctx.state.setdefault(behaviour.collection, {})
         handler = getattr(self, f"_{behaviour.action}")
-        result: str = handler(behaviour, items, params, state)
+        result: str = handler(behaviour, items, params, ctx.state)
         return result
 
     def _noun(self, behaviour: Behaviour) -> str:

@@ -331,3 +331,35 @@ def test_ids_take_the_shape_the_id_parameters_ask_for() -> None:
         a for f in results.tasks for a in json.loads(f.content)["reference_actions"] if a["tool_name"] == "get_product"
     ]
     assert gets and all(isinstance(a["parameters"]["product_id"], int) for a in gets)
+
+
+def _tool(name: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"name": name, "inputSchema": {"type": "object", "properties": properties, "required": required}}
+
+
+def test_what_each_tool_does_is_read_from_its_name_and_parameters() -> None:
+    text, ticket, invoice = {"type": "string"}, {"ticket_id": {"type": "string"}}, {"invoice_id": {"type": "string"}}
+    tools = [
+        _tool("get_ticket_status", ticket, ["ticket_id"]),
+        _tool("set_ticket_priority", {**ticket, "priority": text}, ["ticket_id", "priority"]),
+        _tool("list_ticket_comments", ticket, ["ticket_id"]),
+        _tool("add_ticket_note", {**ticket, "note": text}, ["ticket_id", "note"]),
+        _tool("close_ticket", ticket, ["ticket_id"]),
+        _tool("mark_invoice_paid", invoice, ["invoice_id"]),
+        _tool("delete_invoice", invoice, ["invoice_id"]),
+        _tool("update_profile", {"display_name": text}, []),
+        _tool("create_invoice", {"customer": text}, ["customer"]),
+    ]
+    layout = build_context(parse_request({"toolset": tools, "num_tasks": 1})).server_classes["tools"].layout
+    got = {name: (b.action, b.collection, b.target, b.status) for name, b in layout.behaviours.items()}
+    assert got == {
+        "get_ticket_status": ("get", "tickets", "ticket_id", None),
+        "set_ticket_priority": ("change", "tickets", "ticket_id", None),
+        "list_ticket_comments": ("list", "comments", None, None),
+        "add_ticket_note": ("add", "notes", None, None),
+        "close_ticket": ("change", "tickets", "ticket_id", "closed"),
+        "mark_invoice_paid": ("change", "invoices", "invoice_id", "paid"),
+        "delete_invoice": ("remove", "invoices", "invoice_id", None),
+        "update_profile": ("put", "profiles", None, None),
+        "create_invoice": ("add", "invoices", None, None),
+    }
