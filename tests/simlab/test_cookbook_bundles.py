@@ -311,3 +311,32 @@ def test_a_sweep_gives_its_runs_its_own_server_urls_and_the_service_refuses_an_u
     )
     with pytest.raises(ServiceError, match=r"cannot run here.*twelve-data-env"):
         backend.launch_or_resume(refused)
+
+
+def test_a_credential_in_simlabs_mcp_server_file_never_reaches_the_scenario(tmp_path: Path) -> None:
+    """SimLab's mcp-servers.json carries env values; those that look like credentials become secrets the server's
+    child reads from the environment when it starts, and are written nowhere."""
+    bundle = copy_bundles(tmp_path / "bundles")["email_cookbook:1.0.0"]
+    server = {
+        "command": "uvx",
+        "args": ["sec-edgar-mcp"],
+        "env": {"SEC_EDGAR_USER_AGENT": "me", "EDGAR_API_KEY": "s3cr3t-value"},
+    }
+    (bundle / "mcp-servers.json").write_text(json.dumps({"mcpServers": {"edgar-mcp": server}}))
+    report = import_bundle(bundle, tmp_path / "s", "email_cookbook:1.0.0")
+    assert report.unrunnable == {}
+    task = ScenarioCatalog(tmp_path / "s").get("email_cookbook").task("meeting_prep_packet")
+    assert task.mcp_servers == [
+        {
+            "name": "edgar-mcp",
+            "command": "uvx",
+            "args": ["sec-edgar-mcp"],
+            "env": {"SEC_EDGAR_USER_AGENT": "me"},
+            "secrets": {"EDGAR_API_KEY": None},
+        }
+    ]
+    assert (
+        "server 'edgar-mcp': ['EDGAR_API_KEY'] are read from the environment when it starts"
+        in report.notes["meeting_prep_packet"]
+    )
+    assert not [p for p in (tmp_path / "s").rglob("*") if p.is_file() and b"s3cr3t-value" in p.read_bytes()]
