@@ -614,6 +614,27 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tasks(args: argparse.Namespace) -> int:
+    """Each task of the scenarios named (default: every one but the materialised benchmarks): runnable, or why not."""
+    catalog = ScenarioCatalog()
+    try:
+        scenarios = (
+            [catalog.get(s) for s in args.scenario] if args.scenario else [s for s in catalog.all() if not s.benchmark]
+        )
+    except KeyError as exc:
+        raise UserError(f"unknown scenario {exc}; known: {catalog.ids()}") from None
+    for scenario in scenarios:
+        tasks = list(scenario.tasks().values())
+        unrunnable = [t for t in tasks if t.unrunnable_reason]
+        print(f"{scenario.scenario_id}: {len(tasks)} task(s), {len(unrunnable)} unrunnable")
+        for task in unrunnable if args.unrunnable else tasks:
+            print(
+                f"  {task.task_id}: "
+                + (f"UNRUNNABLE: {task.unrunnable_reason}" if task.unrunnable_reason else "runnable")
+            )
+    return 0
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb
 
@@ -879,6 +900,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-ungraded", action="store_true", help="keep a task with no verifier and no rubric runnable"
     )
     importer.set_defaults(func=cmd_import)
+    tasks = sub.add_parser("tasks", help="list scenarios' tasks: runnable, or unrunnable with the reason")
+    tasks.add_argument("scenario", nargs="*", help="scenario ids (default: every scenario but the benchmarks)")
+    tasks.add_argument("--unrunnable", action="store_true", help="list only the tasks that cannot run here")
+    tasks.set_defaults(func=cmd_tasks)
     generate = sub.add_parser(
         "generate-tasks", help="generate a new scenario from a toolset (spec 000 task generation)"
     )

@@ -68,7 +68,7 @@ def copy_bundles(root: Path) -> dict[str, Path]:
 
 
 def test_without_named_servers_every_task_is_runnable_or_unrunnable_with_its_reason(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reasons: dict[str, str | None] = {}
     for scenario_id, bundle in copy_bundles(tmp_path / "bundles").items():
@@ -105,6 +105,21 @@ def test_without_named_servers_every_task_is_runnable_or_unrunnable_with_its_rea
     assert "  workspace_asset_report: runnable" in printed
     # env.yaml: the coding app is the built-in files server; the environment's own settings are reported
     assert "bundle: note: env.yaml: coding: the environment's, not reproduced here; left out" in printed
+
+    # the listing of the catalog says the same
+    monkeypatch.setenv("EVAL_PIPELINES_SCENARIOS_DIR", str(tmp_path / "s"))
+    assert main(["tasks", "vendor_cookbook:1.0.0", "custom_cli:1.0.0"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed == [
+        "vendor_cookbook:1.0.0: 2 task(s), 2 unrunnable",
+        f"  procurement_audit: UNRUNNABLE: {reasons['procurement_audit']}",
+        f"  vendor_erp_review: UNRUNNABLE: {reasons['vendor_erp_review']}",
+        "custom_cli:1.0.0: 2 task(s), 0 unrunnable",
+        "  example_task: runnable",
+        "  workspace_asset_report: runnable",
+    ]
+    assert main(["tasks", "--unrunnable", "custom_cli:1.0.0"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["custom_cli:1.0.0: 2 task(s), 0 unrunnable"]
 
 
 def test_instruction_tasks_import_with_their_meta_name_and_apps(tmp_path: Path) -> None:
