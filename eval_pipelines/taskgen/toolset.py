@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
 from eval_pipelines.schemas.taskgen import flat_tool_item
@@ -252,6 +254,14 @@ def _read(index: int, raw: Mapping[str, Any]) -> tuple[str | None, ToolInfo]:
         raise TaskGenRequestError(f"toolset[{index}].{loc}".rstrip("."), first["msg"]) from None
     if not isinstance(definition.parameters, dict):
         raise TaskGenRequestError(f"toolset[{index}].inputSchema", "must be a JSON Schema object")
+    try:
+        Draft202012Validator.check_schema(definition.parameters)
+    except SchemaError as exc:
+        # Every call is checked against this schema: a broken one would fail the job half-way instead.
+        where = "".join(f".{part}" for part in exc.absolute_path)
+        raise TaskGenRequestError(
+            f"toolset[{index}].inputSchema{where}", f"tool {definition.name!r}: not a valid JSON Schema: {exc.message}"
+        ) from None
     hint = next((item[k] for k in SERVER_HINT_KEYS if isinstance(item.get(k), str) and item.get(k)), None)
     if hint is not None and not _SERVER_NAME.match(hint):
         raise TaskGenRequestError(f"toolset[{index}].tool_server", f"{hint!r} must match [A-Za-z0-9_-]+")

@@ -363,3 +363,12 @@ def test_what_each_tool_does_is_read_from_its_name_and_parameters() -> None:
         "update_profile": ("put", "profiles", None, None),
         "create_invoice": ("add", "invoices", None, None),
     }
+
+
+def test_a_tool_schema_that_is_not_json_schema_is_refused_naming_the_tool_and_the_field() -> None:
+    toolset = crm()
+    toolset[2]["inputSchema"]["properties"]["stage"]["type"] = "strnig"
+    with pytest.raises(TaskGenRequestError) as caught:
+        check_toolset(toolset)
+    assert caught.value.field == "toolset[2].inputSchema.properties.stage.type"
+    assert "'update_contact'" in caught.value.message
