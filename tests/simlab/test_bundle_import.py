@@ -193,3 +193,15 @@ def test_a_linked_verifier_is_not_copied(tmp_path: Path) -> None:
     import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID)
     verifiers = ScenarioCatalog(tmp_path / "scenarios").get(SCENARIO_ID).verifiers_dir
     assert not (verifiers / "linked.py").exists() and (verifiers / "projector_mail.py").is_file()
+
+
+def test_an_npc_without_a_profile_makes_the_task_unrunnable_with_the_reason(tmp_path: Path) -> None:
+    bundle = write_bundle(tmp_path)
+    path = bundle / "tasks" / "ask_projector.json"
+    task = json.loads(path.read_text())
+    task["npcs"].append({"id": "nobody_here"})
+    path.write_text(json.dumps(task))
+    report = import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID)
+    assert report.unrunnable == {
+        "ask_projector": "npcs[1].id 'nobody_here': no profile of that id in npcs/profiles.json"
+    }
