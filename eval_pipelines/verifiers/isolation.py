@@ -12,12 +12,13 @@ module (on its first use), both small next to a timeout. A module that brings th
 broken verifier cannot turn a 10,000-rollout batch into 10,000 process restarts.
 
 The worker is a containment boundary, not a full sandbox. It gets none of this process's environment variables
-beyond locale and paths, so API keys stay behind; its address space is capped (`VERIFIER_MEMORY_LIMIT_BYTES`), so
-a memory blow-up is a MemoryError in one verdict, not the machine. Once the package is imported it works in a
-private temp dir, confines its writes to that dir with Landlock and drops every capability (`lib/confine.py`): a
-verifier can change no file outside the dir, and, even as root, cannot read the environment or memory of the
-processes that hold keys (they mark themselves non-dumpable). It may still read files and use the network. On a
-kernel without Landlock the write confinement is missing; the other limits hold.
+beyond locale and paths and the non-secret `SIMLAB_VERIFIER_*` settings SimLab exports to its verifiers (never the
+key, never a base URL that carries credentials), so API keys stay behind; its address space is capped
+(`VERIFIER_MEMORY_LIMIT_BYTES`), so a memory blow-up is a MemoryError in one verdict, not the machine. Once the
+package is imported it works in a private temp dir, confines its writes to that dir with Landlock and drops every
+capability (`lib/confine.py`): a verifier can change no file outside the dir, and, even as root, cannot read the
+environment or memory of the processes that hold keys (they mark themselves non-dumpable). It may still read files
+and use the network. On a kernel without Landlock the write confinement is missing; the other limits hold.
 
 The worker and every process it starts are one group (`lib/proc_group.py`): a cgroup of its own where this process
 may make one, capped at `VERIFIER_MAX_TASKS`, so a fork bomb meets a failed fork in its own verdict rather than a
@@ -43,7 +44,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -65,6 +67,7 @@ from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome
 from eval_pipelines.verifiers import reach
 from eval_pipelines.verifiers.loader import load_verifier_package, verifier_version
 from eval_pipelines.verifiers.protocol import VerifierSource, verify_module
+from eval_pipelines.verifiers.simlab_view import install_collinear_shims
 
 #: Address-space cap of a verifier worker: far above what reading a rollout's state needs, far below the machine.
 VERIFIER_MEMORY_LIMIT_BYTES = 2 << 30
@@ -74,6 +77,10 @@ DEFAULT_MAX_WORKER_FAILURES = 3
 _STOP_GRACE_SECONDS = 2.0
 #: The only environment variables a worker gets (locale, temp dir, search path); secrets stay behind.
 _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
+#: What SimLab exports to its verifiers during `tasks run` (its `[verifier]` settings), less its key
+#: (`SIMLAB_VERIFIER_API_KEY`), which never reaches verifier code.
+SIMLAB_VERIFIER_SETTINGS = ("SIMLAB_VERIFIER_MODEL", "SIMLAB_VERIFIER_PROVIDER")
+SIMLAB_VERIFIER_BASE_URL = "SIMLAB_VERIFIER_BASE_URL"
 #: The folder, beneath this process's own cgroup, that holds the workers' cgroups.
 WORKER_CGROUP_FAMILY = "eval-pipelines-verifiers"
 
@@ -228,6 +235,7 @@ def _worker_main(conn: multiprocessing.connection.Connection, spec: VerifierSour
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     worker = os.getpid()
     try:
+        install_collinear_shims()  # before the package's modules import them, as under SimLab
         source = spec.open()
         _preload(source, spec.verifiers_dir)
         # What a module started on import is not any verdict's doing: it goes now, unblamed.
@@ -317,6 +325,24 @@ class _Worker:
         self.conn.close()
 
 
+def simlab_verifier_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """The `SIMLAB_VERIFIER_*` settings of `environ` a verifier worker gets, as SimLab sets them (stripped, only
+    those with a value): the model and provider, and the base URL unless it carries credentials."""
+    settings = {name: environ.get(name, "").strip() for name in SIMLAB_VERIFIER_SETTINGS}
+    base_url = environ.get(SIMLAB_VERIFIER_BASE_URL, "").strip()
+    if base_url and not _carries_credentials(base_url):
+        settings[SIMLAB_VERIFIER_BASE_URL] = base_url
+    return {name: value for name, value in settings.items() if value}
+
+
+def _carries_credentials(url: str) -> bool:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return bool(parts.username or parts.password or parts.query or parts.fragment)
+    except ValueError:  # what cannot be parsed cannot be shown to be safe
+        return True
+
+
 def _spawn_worker() -> _Worker:
     # A fresh interpreter running only this module, rather than multiprocessing's spawn: spawn re-runs the
     # parent's __main__ in the child (the Dagster CLI, a benchmark script), which costs seconds per restart.
@@ -324,6 +350,7 @@ def _spawn_worker() -> _Worker:
     child_fd = child_socket.fileno()
     # Verifier code must not see this process's environment: API keys live there.
     env = {name: os.environ[name] for name in _INHERITED_ENV if name in os.environ}
+    env.update(simlab_verifier_settings(os.environ))
     # The child must import eval_pipelines from wherever this process found it.
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     try:
@@ -677,6 +704,7 @@ def run_jobs(
 __all__ = [
     "DEFAULT_MAX_WORKER_FAILURES",
     "DEFAULT_VERIFIER_TIMEOUT_SECONDS",
+    "SIMLAB_VERIFIER_SETTINGS",
     "IsolatedVerifierRunner",
     "VerifierPool",
     "VerifierSourceSpec",
@@ -686,5 +714,6 @@ __all__ = [
     "load_artifacts",
     "run_in_process",
     "run_jobs",
+    "simlab_verifier_settings",
     "worker_entry",
 ]

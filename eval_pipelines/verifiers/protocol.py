@@ -1,7 +1,15 @@
-"""The verifier protocol: `verify(run_artifacts)` returns VerifierResult, `(bool, str)` or `bool`."""
+"""The verifier protocol: `verify(run_artifacts)` returns VerifierResult, `(bool, str)` or `bool`.
+
+A verifier is called as SimLab calls it, `verify(run_artifacts=...)`, when its signature takes that keyword, else
+positionally (`def verify(artifacts)`, the built-in scenarios' style). What it returns is read as a verdict in
+the shapes of `is_verdict`; anything else is a `verifier` error for the project's own verifiers (a grader that
+returns something else is broken, and its truthiness says nothing of the agent), while a SimLab task's verifiers
+get SimLab's reading of it (`simlab_result`), so a bundle grades here as it grades under SimLab.
+"""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -10,7 +18,8 @@ from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome, Veri
 from eval_pipelines.verifiers import reach
 from eval_pipelines.verifiers.simlab_view import ServerStateUnavailable, SimLabRunArtifacts, verifier_view
 
-VerifyFn = Callable[[Any], Any]
+#: `verify(run_artifacts)`, called positionally or by the keyword `run_artifacts` (see `takes_run_artifacts_keyword`)
+VerifyFn = Callable[..., Any]
 
 
 def is_verdict(raw: Any) -> bool:
@@ -40,9 +49,40 @@ def normalise_result(raw: Any) -> VerifierResult:
     success = getattr(raw, "success", None)
     if isinstance(success, bool):
         return VerifierResult(
-            success=success, message=str(getattr(raw, "message", "")), output=getattr(raw, "output", "")
+            success=success, message=str(getattr(raw, "message", "") or ""), output=getattr(raw, "output", "")
         )
     return VerifierResult(success=False, message=f"Verifier returned an unsupported value: {type(raw).__name__}")
+
+
+def simlab_result(raw: Any) -> VerifierResult:
+    """A SimLab verifier's return value read as SimLab's `_coerce_verifier_result` reads it: a verdict shape as
+    `normalise_result` reads it; an object with `success` and `message` by the truth of `success`; a pair as
+    (success, message); anything else by its truth, with its text as the message. SimLab reads a dict or a longer
+    tuple by its truth too, so `{"success": False}` passes there; here an explicit verdict is read as one."""
+    if is_verdict(raw):
+        return normalise_result(raw)
+    if hasattr(raw, "success") and hasattr(raw, "message"):
+        return VerifierResult(
+            success=bool(raw.success), message=str(raw.message or ""), output=getattr(raw, "output", "") or ""
+        )
+    if isinstance(raw, tuple) and len(raw) == 2:
+        return VerifierResult(success=bool(raw[0]), message=str(raw[1]))
+    return VerifierResult(success=bool(raw), message=str(raw))
+
+
+def takes_run_artifacts_keyword(verify: VerifyFn) -> bool:
+    """Whether `verify(run_artifacts=...)` is a call `verify` accepts (SimLab's call); else it is called
+    positionally."""
+    try:
+        # The callable's own parameters: a wrapper made with functools.wraps is called as itself, not as what it wraps.
+        inspect.signature(verify, follow_wrapped=False).bind(run_artifacts=None)
+    except (TypeError, ValueError):  # no such keyword, another parameter required, or no signature to read
+        return False
+    return True
+
+
+def _call(verify: VerifyFn, view: Any) -> Any:
+    return verify(run_artifacts=view) if takes_run_artifacts_keyword(verify) else verify(view)
 
 
 def run_verifier(
@@ -60,10 +100,11 @@ def run_verifier(
     else:
         reach.begin()
         view = verifier_view(artifacts)
+        simlab = isinstance(view, SimLabRunArtifacts)
         try:
-            raw = verify(view)
-            if is_verdict(raw):
-                result = normalise_result(raw)
+            raw = _call(verify, view)
+            if simlab or is_verdict(raw):
+                result = simlab_result(raw) if simlab else normalise_result(raw)
                 error = None if result.success else _failure_without_verdict(view, result)
             else:
                 error = f"Verifier error: returned an unsupported value: {type(raw).__name__}"
@@ -73,6 +114,9 @@ def run_verifier(
             error = f"Verifier error: called sys.exit({exc.code!r})"
         except Exception as exc:
             error = f"Verifier error: {type(exc).__name__}: {exc}"
+        finally:
+            if isinstance(view, SimLabRunArtifacts):
+                view.close()
     if error is not None:
         return VerifierOutcome(
             module=module,

@@ -13,21 +13,43 @@ A server whose end state cannot be brought back (after the rollout: the user's o
 snapshotted, one the tool host refused to restore) has no URL here: asking for it raises `ServerStateUnavailable`,
 which ends the verifier's call without a verdict (a `verifier` error), never a failure. The view also notes each
 server a verifier asked for and did not get, so a verifier that reports that as a failure itself is an error too.
+SimLab hands an unknown name the first server instead; that would grade the rollout against the wrong server.
+
+The rest of SimLab's adapter (`simlab.verifiers.runner._VerifierArtifactsAdapter`) is here too, with SimLab's
+values: `task_file` (the task's SimLab task dict as a JSON file, written on first use and deleted after the verdict),
+`agent_strategy`, `verifier_input`/`rollback_input`, `model`/`provider`/`max_steps` as `""`/`0` when unset, and
+`None` for what this project has no counterpart of. `install_collinear_shims` makes the `collinear.core` modules
+SimLab provides to verifiers importable in a verifier worker.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import json
+import os
+import sys
+import tempfile
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
+from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.schemas.artifacts import (
     META_HTTP_SERVERS,
     META_SIMLAB_SERVERS,
+    META_SIMLAB_TASK,
     META_TOOL_SERVERS,
     META_UNRESTORABLE_SERVERS,
     RunArtifacts,
 )
-from eval_pipelines.schemas.hosted import HOSTED_STEP_PREFIX, SIMLAB_SERVER_NAMES
+from eval_pipelines.schemas.hosted import HOSTED_STEP_PREFIX, SIMLAB_SERVER_NAMES, TaskMeta, verifier_entry
+from eval_pipelines.schemas.scenarios import Task
+
+#: What SimLab's adapter says of the agent: every agent it runs calls tools.
+AGENT_STRATEGY = "tool-calling"
+#: Metadata keys SimLab reads a verifier's input from, in order, before the final observation.
+VERIFIER_INPUT_KEYS = ("resource_id", "resource_key", "page_id", "epic_key")
 
 
 class ServerStateUnavailable(BaseException):
@@ -67,9 +89,60 @@ class SimLabRunArtifacts:
         self._unavailable = {server: why for server, why in unrestorable.items() if server not in self._urls}
         #: the servers a verifier asked for and got no URL for (see `verifiers.protocol.run_verifier`)
         self.servers_not_found: list[str] = []
+        self._task_file: str | None = None
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # not yet set in __init__ (a copy, a pickle): never the artifacts' private state
+            raise AttributeError(name)
         return getattr(self._artifacts, name)
+
+    agent_strategy = AGENT_STRATEGY
+    rollout_trace_path: str | None = None
+    log_probs: list[Any] | None = None
+    reference_folder_id: str | None = None
+
+    @property
+    def model(self) -> str:
+        return self._artifacts.model or ""
+
+    @property
+    def provider(self) -> str:
+        return self._artifacts.provider or ""
+
+    @property
+    def max_steps(self) -> int:
+        return self._artifacts.max_steps or 0
+
+    @property
+    def task_file(self) -> str:
+        """A JSON file of the task as SimLab's task file holds it; written when first asked for, deleted by
+        `close()` after the verdict (in the worker's private temp dir)."""
+        if self._task_file is None:
+            descriptor, path = tempfile.mkstemp(suffix=".json", prefix="simlab-task-")
+            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+                json.dump(self._simlab_task(), file, indent=2)
+            self._task_file = path
+        return self._task_file
+
+    def _simlab_task(self) -> dict[str, Any]:
+        recorded = self._artifacts.metadata.get(META_SIMLAB_TASK)
+        if isinstance(recorded, dict):
+            return recorded
+        # Artifacts recorded before the task was: what they say of it.
+        names = [info.name for info in self.tool_servers]
+        return {
+            "meta": {"task_id": self._artifacts.task_id},
+            "task": self._artifacts.task,
+            "apps": names,
+            "tool_servers": [{"name": name, "tool_server_url": ""} for name in names],
+        }
+
+    def close(self) -> None:
+        """Delete what the view wrote for the verifier (its task file)."""
+        path, self._task_file = self._task_file, None
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     def _simlab_name(self, server: str) -> str:
         return self._names.get(server, server)
@@ -87,13 +160,13 @@ class SimLabRunArtifacts:
         ]
 
     @property
-    def tool_server_name(self) -> str | None:
-        return next((self._simlab_name(server) for server in self._servers()), None)
+    def tool_server_name(self) -> str:
+        return next((self._simlab_name(server) for server in self._servers()), "")
 
     @property
-    def tool_server_url(self) -> str | None:
+    def tool_server_url(self) -> str:
         first = next(iter(self._servers()), None)
-        return None if first is None else self._url_of(first)
+        return "" if first is None else self._url_of(first)
 
     def _url_of(self, server: str) -> str:
         if server in self._unavailable:
@@ -101,9 +174,10 @@ class SimLabRunArtifacts:
         return self._urls[server]
 
     def server_url(self, name: str | None = None) -> str | None:
-        """The URL of the server SimLab calls `name` (`email-env`), or the built-in name; else the first."""
+        """The URL of the server SimLab calls `name` (`email-env`), or the built-in name; without a name the first
+        server's (None when the rollout has none). An unknown name is None, never another server's URL."""
         if not name:
-            return self.tool_server_url
+            return self.tool_server_url or None
         server = SIMLAB_SERVER_NAMES.get(name, name)
         for candidate in (server, name, *[s for s, alias in self._names.items() if alias == name]):
             if candidate in self._urls or candidate in self._unavailable:
@@ -141,8 +215,15 @@ class SimLabRunArtifacts:
         return str(texts[-1]) if texts else None
 
     @property
-    def verifier_input(self) -> str | None:
-        return self._artifacts.final_observation
+    def verifier_input(self) -> Any:
+        """SimLab's: the resource the agent's metadata names, else the final observation ("" when none)."""
+        metadata = self._artifacts.metadata
+        named = next((metadata[key] for key in VERIFIER_INPUT_KEYS if metadata.get(key)), None)
+        return named or self._artifacts.final_observation or ""
+
+    @property
+    def rollback_input(self) -> Any:
+        return self.verifier_input
 
     @property
     def diffs(self) -> list[Any]:
@@ -156,5 +237,75 @@ class SimLabRunArtifacts:
 def verifier_view(artifacts: RunArtifacts) -> RunArtifacts | SimLabRunArtifacts:
     """What a task's verifiers are handed: SimLab's view for a task imported from a SimLab bundle, or one whose
     servers are the user's own (the only way to their URLs)."""
-    keys = (META_SIMLAB_SERVERS, META_HTTP_SERVERS, META_UNRESTORABLE_SERVERS)
+    keys = (META_SIMLAB_TASK, META_SIMLAB_SERVERS, META_HTTP_SERVERS, META_UNRESTORABLE_SERVERS)
     return SimLabRunArtifacts(artifacts) if any(artifacts.metadata.get(key) for key in keys) else artifacts
+
+
+def simlab_task(task: Task, scenario_id: str) -> dict[str, Any]:
+    """The task as a SimLab task file holds it (what SimLab's adapter writes to `task_file`): what the bundle said
+    (`Task.simlab_origin`: `meta`, `apps`, `tool_servers`, the instruction's key) over the catalog's fields, and
+    the verifiers as `{func, module}` entries under the package the scenario's bundle is served as."""
+    origin = task.simlab_origin
+    meta = TaskMeta(task_id=task.task_id, display_name=task.name, difficulty=task.difficulty, category=task.category)
+    servers = origin.get("tool_servers") or [
+        {"name": name, "tool_server_url": task.http_servers.get(name, "")}
+        for name in [*task.simlab_servers.values(), *task.http_servers]
+    ]
+    body: dict[str, Any] = {
+        "meta": {**meta.model_dump(), **(origin.get("meta") or {})},
+        str(origin.get("text_key") or "task"): task.description,
+        "apps": list(origin.get("apps") or [server["name"] for server in servers]),
+        "tool_servers": [
+            {"name": str(server.get("name")), "tool_server_url": _shown_url(server.get("tool_server_url"))}
+            for server in servers
+        ],
+        "npcs": [{"id": profile.profile_id} for profile in task.npc_profiles],
+        "verifiers": [verifier_entry(scenario_id, module) for module in task.verifiers],
+    }
+    if "category" in origin:
+        body["category"] = origin["category"]
+    return body
+
+
+def _shown_url(url: Any) -> str:
+    """A bundle's URL as a verifier may read it: credentials stay out of what foreign code is handed."""
+    return redact_url(url) if url else ""
+
+
+class SimLabVerifierResult:
+    """What a verifier gets as `collinear.core.verifier.VerifierResult` (SimLab provides the same three fields)."""
+
+    def __init__(self, success: bool, message: str = "", output: str = "") -> None:
+        self.success = success
+        self.message = message
+        self.output = output
+
+    def __bool__(self) -> bool:
+        return bool(self.success)
+
+    def __repr__(self) -> str:
+        return f"VerifierResult(success={self.success!r}, message={self.message!r})"
+
+
+def install_collinear_shims() -> None:
+    """Make `collinear.core.run_artifacts.RunArtifacts` (this view) and `collinear.core.verifier.VerifierResult`
+    importable, as SimLab does for the verifiers it runs. For a verifier worker only: it replaces whatever
+    `collinear.core` this interpreter had."""
+    if "collinear" not in sys.modules and importlib.util.find_spec("collinear") is None:
+        sys.modules["collinear"] = _package("collinear")
+    core = sys.modules["collinear.core"] = _package("collinear.core")
+    run_artifacts = sys.modules["collinear.core.run_artifacts"] = _package("collinear.core.run_artifacts")
+    run_artifacts.RunArtifacts = SimLabRunArtifacts  # type: ignore[attr-defined]
+    verifier = sys.modules["collinear.core.verifier"] = _package("collinear.core.verifier")
+    verifier.VerifierResult = SimLabVerifierResult  # type: ignore[attr-defined]
+    core.run_artifacts = run_artifacts  # type: ignore[attr-defined]
+    core.verifier = verifier  # type: ignore[attr-defined]
+    if "collinear" in sys.modules:
+        sys.modules["collinear"].core = core  # type: ignore[attr-defined]
+
+
+def _package(name: str) -> ModuleType:
+    module = ModuleType(name)
+    module.__path__ = []
+    module.__package__ = name
+    return module
