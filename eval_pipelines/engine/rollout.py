@@ -38,6 +38,7 @@ from eval_pipelines.schemas.artifacts import (
     META_HTTP_SERVERS,
     META_NPC_TRANSCRIPTS,
     META_SIMLAB_SERVERS,
+    META_SIMLAB_TASK,
     META_STATE,
     META_STATE_DIFFS,
     META_TIMEOUT,
@@ -79,6 +80,7 @@ from eval_pipelines.users import User, UserSimulatorError, UserTurn, build_user
 from eval_pipelines.verifiers.isolation import VerifierPool
 from eval_pipelines.verifiers.loader import VerifierPackage
 from eval_pipelines.verifiers.protocol import combine, verify_task
+from eval_pipelines.verifiers.simlab_view import simlab_task
 
 #: The tool server whose workspaces host the task's NPCs.
 NPC_SERVER = ChatServer.name
@@ -304,6 +306,8 @@ class RolloutEngine:
             artifacts.metadata[META_TOOL_SERVERS] = dict(workspaces)
             if spec.task.simlab_servers:
                 artifacts.metadata[META_SIMLAB_SERVERS] = dict(spec.task.simlab_servers)
+            if spec.task.simlab_origin:
+                artifacts.metadata[META_SIMLAB_TASK] = simlab_task(spec.task, spec.scenario_id)
             _record_http_servers(artifacts, spec.task.http_servers)
             if snapshot_error is not None and ending.error_class is None:
                 # Verifiers read the final state; without it a "fail" would be a wrong number, not a result.
