@@ -10,8 +10,9 @@ Layout (the zip root is the import root)::
     collinear/scenarios/<scenario>/verifiers/<module>.py
 
 the package path the hosted product's clients import (`collinear.scenarios.email_ops.verifiers.<module>`):
-`<scenario>` is the family id made into a Python identifier (`email_ops:1.0.0` -> `email_ops`); the manifest
-keeps the full id.
+`<scenario>` is the family id made into a Python identifier (`email_ops:1.0.0` -> `email_ops`, `9lives` ->
+`_9lives`); the manifest keeps the full id. SimLab asks for a bundle by that package name, which
+`family_of_package` leads back to its family.
 
 A bundle may come from anywhere (the hosted service, a colleague, a generated task), so extraction refuses
 absolute paths, `..`, links and special files, duplicate names, too many entries and too many bytes (declared
@@ -39,12 +40,12 @@ import tempfile
 import threading
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
-from eval_pipelines.schemas.hosted import VERIFIER_PACKAGE_ROOT, scenario_package
+from eval_pipelines.schemas.hosted import VERIFIER_PACKAGE_ROOT, family_id, scenario_package
 from eval_pipelines.verifiers.loader import FAILED_SUFFIX, LoadedVerifier, VerifierPackage, package_version
 
 BUNDLE_PACKAGE = VERIFIER_PACKAGE_ROOT
@@ -75,6 +76,22 @@ def scenario_package_name(scenario_id: str) -> str:
         return scenario_package(scenario_id)
     except ValueError as exc:
         raise BundleError(str(exc)) from None
+
+
+def family_of_package(package: str, scenario_ids: Iterable[str]) -> str | None:
+    """The family id whose bundle is served as `package` (`_9lives` -> `9lives`, `my_env` -> `my-env`): SimLab
+    asks for a bundle by the package name in a task's verifier path. None when no family, or more than one, is
+    served under that name: guessing between two would grade a rollout with another scenario's verifiers."""
+    families = {family_id(scenario_id) for scenario_id in scenario_ids}
+    matches = [family for family in families if family != package and _package_or_none(family) == package]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _package_or_none(scenario_id: str) -> str | None:
+    try:
+        return scenario_package(scenario_id)
+    except ValueError:
+        return None
 
 
 # --- build ----------------------------------------------------------------------------------------------------
