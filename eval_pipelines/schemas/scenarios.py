@@ -48,6 +48,21 @@ class TemplateToolServer(WireModel):
     server_type: str = "http"
 
 
+#: A template or task listed only to a caller who asks for hidden ones (`include_hidden=true`).
+HIDDEN_VISIBILITY = "hidden"
+#: The hosted product lists test tasks only to a caller who asks for them (`include_test=true`); the SimLab CLI
+#: compares the category this way (`_is_test_task`).
+TEST_CATEGORY = "test"
+#: A scenario folder's guidance for the agent, as markdown (when its template.json has no scenario_guidance_md).
+SCENARIO_GUIDANCE_FILE = "guidance.md"
+#: Guidance longer than this is not served: SimLab appends it to every instruction of the scenario.
+MAX_SCENARIO_GUIDANCE_CHARS = 64_000
+
+
+def is_test_category(category: str | None) -> bool:
+    return (category or "").strip().lower() == TEST_CATEGORY
+
+
 class Template(WireModel):
     scenario_id: str
     name: str
@@ -55,6 +70,10 @@ class Template(WireModel):
     num_tasks: int = 0
     num_npcs: int = 0
     tool_servers: list[TemplateToolServer] = Field(default_factory=list)
+    #: the hosted product's scenario guidance: markdown SimLab's `env init` copies into env.yaml and its `tasks run`
+    #: appends to every instruction. None: the folder's guidance.md, if any, is served.
+    scenario_guidance_md: str | None = Field(default=None, max_length=MAX_SCENARIO_GUIDANCE_CHARS)
+    visibility: str = "public"
 
     @field_validator("scenario_id")
     @classmethod
