@@ -6,7 +6,7 @@ A SimLab bundle (the hosted product's task format)::
                              name, category, apps, tool_servers [{name, tool_server_url}], seed_emails,
                              seed_calendar_events, seed_group_channels, npcs [{id}],
                              verifiers [{func: python_module, module: collinear.scenarios.<x>.verifiers.<name>
-                                         | simlab.verifiers.<name>}]
+                                         | simlab.verifiers.<name>}]  (else `evaluators`, as SimLab reads it)
     verifiers/<name>.py      verify(run_artifacts); `__init__.py` optional
     npcs/profiles.json       [{profile_id, first_name, last_name, email, ...}]   (optional)
     rubrics/<task_id>.md     (optional)
@@ -75,6 +75,7 @@ _READ_KEYS = {
     "seed_group_channels",
     "npcs",
     "verifiers",
+    "evaluators",
     # a generated bundle's (taskgen.drafts.task_json): its seed files inline, and the profiles `npcs` names
     "seed_files",
     "seed_data",
@@ -368,7 +369,7 @@ def _import_task(path: Path, job: _Import) -> dict[str, Any]:
         raise BundleImportError(f"{rubric}: is a link to a file outside {job.bundle}; it is not read")
     if "rubric" not in task and rubric.is_file():
         task["rubric"] = _rubric(task_id, task["name"], rubric.read_text(encoding="utf-8"))
-    if not raw.get("verifiers") and not task.get("rubric") and not job.allow_ungraded:
+    if not _verifier_entries(raw)[1] and not task.get("rubric") and not job.allow_ungraded:
         problems.append(NOTHING_GRADES)
     task["unrunnable_reason"] = "; ".join(problems) or None
     task["simlab_origin"] = _origin(raw, meta, apps, refs, text_key)
@@ -459,17 +460,24 @@ def _npc_ids(raw: dict[str, Any], profiles: dict[str, dict[str, Any]], problems:
 def _verifier_names(raw: dict[str, Any], job: _Import, problems: list[str]) -> list[str]:
     """The module names of the task's verifiers, each resolved as SimLab resolves it (see the module doc)."""
     names = []
-    for pos, entry in enumerate(raw.get("verifiers") or []):
+    key, entries = _verifier_entries(raw)
+    for pos, entry in enumerate(entries):
         if isinstance(entry, dict) and entry.get("func", VERIFIER_ENTRY_FUNC) != VERIFIER_ENTRY_FUNC:
-            problems.append(f"verifiers[{pos}].func {entry.get('func')!r}: only python_module runs here")
+            problems.append(f"{key}[{pos}].func {entry.get('func')!r}: only python_module runs here")
             continue
         module = entry.get("module") if isinstance(entry, dict) else entry
         name = _resolved_verifier(str(module or "").strip(), job)
         if isinstance(name, str):
             names.append(name)
         else:
-            problems.append(f"verifiers[{pos}] {module!r}: {name[0]}")
+            problems.append(f"{key}[{pos}] {module!r}: {name[0]}")
     return names
+
+
+def _verifier_entries(raw: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The task's verifier entries and the key they are under: SimLab runs `verifiers`, else `evaluators`."""
+    key = "verifiers" if raw.get("verifiers") else "evaluators"
+    return key, _list(raw.get(key))
 
 
 def _resolved_verifier(module: str, job: _Import) -> str | tuple[str]:
