@@ -33,7 +33,11 @@ SIMLAB_SERVER_NAMES: dict[str, str] = {
     "coding-env": "files",
     "files": "files",
     "records": "records",
+    # the namespace SimLab gives its NPC chat (`npc_send_message`, `npc_list_contacts`), which the chat server has
+    "npc-chat": "chat",
 }
+#: SimLab's namespace of its NPC chat tool server, started for a task whose `npcs` have a chat personality.
+SIMLAB_NPC_CHAT_SERVER = "npc-chat"
 #: SimLab's apps (its catalog's toolsets, `src/simlab/catalog/tools/<name>.yaml`) -> the names a task file may
 #: give one: the catalog name, its display name, its compose service and the names SimLab's own examples give the
 #: server (the cookbook's email agent reaches SEC EDGAR through an MCP server it calls `edgar-mcp`).

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from eval_pipelines.schemas._base import WireModel
+from eval_pipelines.schemas._base import StrictModel, WireModel
 from eval_pipelines.schemas.hosted import verifier_module_name
 from eval_pipelines.schemas.limits import DEFAULT_USER_MAX_TURNS, MAX_PLAIN_NAME_CHARS, MAX_USER_TURNS
 from eval_pipelines.schemas.tools import ToolCall
@@ -114,8 +114,24 @@ class NpcProfile(WireModel):
     email: str
     occupation: str = ""
     public_info: str | None = None
+    #: the NPC's chat handle (SimLab's `rocketchat_username`); the agent may address the NPC by it.
+    username: str = ""
 
     _profile_id_shape = field_validator("profile_id")(_plain_name)
+
+
+class NpcPersona(StrictModel):
+    """How an NPC behaves in one task's conversations (SimLab's NPC chat personality). It travels with the NPC
+    in a chat seed file's `npcs[]` item (`persona`), stays in the chat server's state, and is written into the
+    prompt of the model that plays the NPC."""
+
+    #: the part the NPC plays in the task (`frustrated_customer`), beside its occupation
+    role: str = ""
+    traits: str = ""
+    #: the NPC's situation: what it knows and wants in this task
+    context: str = ""
+    #: how it writes (`short sentences, no greetings`)
+    quirks: str = ""
 
 
 class SeedDataFile(WireModel):
