@@ -120,9 +120,9 @@ class NpcProfile(WireModel):
     _profile_id_shape = field_validator("profile_id")(_plain_name)
 
 
-class NpcPersona(StrictModel):
+class NpcPersonality(StrictModel):
     """How an NPC behaves in one task's conversations (SimLab's NPC chat personality). It travels with the NPC
-    in a chat seed file's `npcs[]` item (`persona`), stays in the chat server's state, and is written into the
+    in a chat seed file's `npcs[]` item (`personality`), stays in the chat server's state, and is written into the
     prompt of the model that plays the NPC."""
 
     #: the part the NPC plays in the task (`frustrated_customer`), beside its occupation
