@@ -8,17 +8,34 @@ and event becomes one entry. Seed files of other shapes have no hosted counterpa
 Server names: a scenario imported from a SimLab bundle is listed under the bundle's own server names
 (`email-env`, `coding-env`, a name the user gave an HTTP server), which SimLab's `env init` picks its toolsets by
 and its `tasks` commands match endpoints by; the catalog itself keeps the built-in names.
+
+Guidance and visibility: a template's `scenario_guidance_md` (its own, else the folder's `guidance.md`), which
+SimLab's `env init` copies into env.yaml and its `tasks run` appends to every instruction; hidden templates and
+tasks, and test tasks, are listed only to a caller who asks for them (`include_hidden`, `include_test`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.schemas.hosted import SeedCalendarEvent, SeedEmail
-from eval_pipelines.schemas.scenarios import Task, TaskToolServer, Template, TemplateToolServer
+from eval_pipelines.schemas.scenarios import (
+    HIDDEN_VISIBILITY,
+    MAX_SCENARIO_GUIDANCE_CHARS,
+    SCENARIO_GUIDANCE_FILE,
+    Task,
+    TaskToolServer,
+    Template,
+    TemplateToolServer,
+    is_test_category,
+)
 from eval_pipelines.schemas.service_wire import PublicTask
+
+logger = logging.getLogger(__name__)
 
 
 def _addresses(value: Any) -> str:
@@ -124,3 +141,38 @@ def served_template(template: Template, tasks: Iterable[Task]) -> Template:
     names = {server.name for server in servers}
     servers += [TemplateToolServer(name=name) for name in http_names if name not in names]
     return template.model_copy(update={"tool_servers": servers})
+
+
+def scenario_guidance(root: Path, template: Template) -> str | None:
+    """The scenario's guidance markdown: the template's own, else its folder's `guidance.md` (a link out of the
+    folder, a file that is not UTF-8 or one over the limit is left out with a log line: the listing still
+    serves the scenario)."""
+    if template.scenario_guidance_md:
+        return template.scenario_guidance_md
+    path = root / SCENARIO_GUIDANCE_FILE
+    if not path.is_file():
+        return None
+    try:
+        if not path.resolve().is_relative_to(root.resolve()):
+            raise ValueError("it is a link out of the scenario folder")
+        if path.stat().st_size > 4 * MAX_SCENARIO_GUIDANCE_CHARS:  # UTF-8 takes at most 4 bytes a character
+            raise ValueError(f"it is over {MAX_SCENARIO_GUIDANCE_CHARS} characters")
+        text = path.read_text(encoding="utf-8").strip()
+        if len(text) > MAX_SCENARIO_GUIDANCE_CHARS:
+            raise ValueError(f"it is over {MAX_SCENARIO_GUIDANCE_CHARS} characters")
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError included
+        logger.error("%s is not served as the scenario's guidance: %s", path, exc)
+        return None
+    return text or None
+
+
+def is_listed(visibility: str, *, include_hidden: bool) -> bool:
+    return include_hidden or visibility.strip().lower() != HIDDEN_VISIBILITY
+
+
+def task_is_listed(task: Task, *, include_hidden: bool, include_test: bool) -> bool:
+    """Whether a task listing shows `task`: hidden tasks only with `include_hidden`, test-category ones only
+    with `include_test` (the category compared as SimLab compares it)."""
+    return is_listed(task.visibility, include_hidden=include_hidden) and (
+        include_test or not is_test_category(task.category)
+    )

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
-from eval_pipelines.inputs.hosted import served_task, served_template
+from eval_pipelines.inputs.hosted import is_listed, scenario_guidance, served_task, served_template, task_is_listed
 from eval_pipelines.inputs.scenarios import ScenarioError
 from eval_pipelines.schemas.scenarios import Rubric, SeedDataFile, Template
 from eval_pipelines.schemas.service_wire import (
@@ -32,17 +32,24 @@ router = APIRouter()
 
 ScenarioId = Annotated[str, Path(description="template id, e.g. `email_ops:1.0.0`")]
 SeedFilename = Annotated[str, Path(description="a relative path inside the seed data directory")]
+IncludeHidden = Annotated[bool, Query(description="also list what is `visibility: hidden`")]
+IncludeTest = Annotated[bool, Query(description="also list tasks of category `test` (the hosted product's flag)")]
 
 
 # -- scenarios -------------------------------------------------------------------------------------
 @router.get("/scenarios", response_model=list[Template], tags=["scenarios"], summary="List templates")
-def list_scenarios(service: ServiceDep) -> list[Template]:
+def list_scenarios(service: ServiceDep, include_hidden: IncludeHidden = False) -> list[Template]:
     service.catalog.refresh()  # scenarios written since startup (generated ones) show up
     templates = []
     for scenario in service.catalog.all():
+        if not is_listed(scenario.template.visibility, include_hidden=include_hidden):
+            continue
         try:
-            # An imported scenario under its bundle's server names: SimLab's `env init` picks toolsets by them.
-            templates.append(served_template(scenario.with_counts(), scenario.tasks().values()))
+            # An imported scenario under its bundle's server names: SimLab's `env init` picks toolsets by them,
+            # and copies the guidance into the environment it makes.
+            template = served_template(scenario.with_counts(), scenario.tasks().values())
+            guidance = scenario_guidance(scenario.root, scenario.template)
+            templates.append(template.model_copy(update={"scenario_guidance_md": guidance}))
         except ScenarioError as exc:  # one broken scenario folder must not hide all the others
             logger.error("scenario %s is left out of the listing: %s", scenario.scenario_id, exc)
     return templates
@@ -55,15 +62,23 @@ def list_scenarios(service: ServiceDep) -> list[Template]:
     responses=NOT_FOUND,
     summary="Tasks of a template",
 )
-def list_tasks(request: Request, service: ServiceDep, scenario_id: ScenarioId) -> ScenarioTasks:
+def list_tasks(
+    request: Request,
+    service: ServiceDep,
+    scenario_id: ScenarioId,
+    include_hidden: IncludeHidden = False,
+    include_test: IncludeTest = True,
+) -> ScenarioTasks:
     """Each task's `tool_server_url`s are this listing's own: the first call to one makes a workspace seeded with
-    the task's seed files, which no other listing's URL reaches (`service/caller_workspaces.py`)."""
+    the task's seed files, which no other listing's URL reaches (`service/caller_workspaces.py`). Test tasks
+    are listed unless `include_test=false` (SimLab's `tasks list` without `--include-test` sends that)."""
     scenario = service.scenario(scenario_id)
     token = service.caller_workspaces.mint(scenario.scenario_id)
     hosted = set(service.runtime.tool_server_urls())  # the tool host this service runs rollouts against
     tasks = [
         served_task(scenario.public_task(task), task, listing_urls(request, token, task, hosted))
         for task in scenario.tasks().values()
+        if task_is_listed(task, include_hidden=include_hidden, include_test=include_test)
     ]
     return ScenarioTasks(scenario_id=scenario.scenario_id, tasks=tasks)
 
