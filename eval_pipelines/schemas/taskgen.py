@@ -148,3 +148,57 @@ class ModelConfigTestResult(WireModel):
     success: bool
     message: str
     error_type: ModelTestErrorType | None = None
+
+
+# -- filter_summary in the hosted product's keys -------------------------------------------------------------
+
+#: The funnel a generated task goes through, in order: SimLab's `stage_stats` `check1`, `check2`, ... Each gate of
+#: a verifier (`taskgen/gates.py`) is one stage; a task dropped with no verifier gated never got past the first.
+FILTER_STAGES: tuple[tuple[str | None, str], ...] = (
+    (None, "usable_draft"),
+    ("static", "verifier_compiles"),
+    ("import", "verifier_imports"),
+    ("reference", "reference_run_passes"),
+    ("noop", "idle_run_fails"),
+)
+
+
+def with_simlab_filter_keys(summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`summary` with the hosted product's keys beside ours, as SimLab's `tasks-gen run` prints them when fewer
+    tasks than asked for came out: `filtered_tasks` (each dropped task: `display_name`, `checks` {stage key: 1
+    passed, 0 failed}, `issues`), `stage_stats` (`check1`... {`check_key`, `filtered`, `passed`}) and `total`
+    (the tasks that went into the filter). A task is filtered at the furthest gate one of its verifiers
+    reached. Tasks kept by `filter: false` are not filtered."""
+    if summary is None or "produced" not in summary:
+        return summary
+    unfiltered = set(summary.get("unfiltered_tasks") or [])
+    stage_of: dict[str, int] = {}
+    gates = [gate for gate, _ in FILTER_STAGES]
+    for failure in summary.get("failed_verifiers") or []:
+        task_id, gate = failure.get("task_id"), failure.get("gate")
+        if task_id in unfiltered or gate not in gates:
+            continue
+        stage_of[task_id] = max(stage_of.get(task_id, 0), gates.index(gate))
+    filtered = []
+    for dropped in summary.get("dropped_tasks") or []:
+        task_id = str(dropped.get("task_id", ""))
+        stage = stage_of.get(task_id, 0)
+        filtered.append(
+            {
+                "display_name": task_id,
+                "file": f"{task_id}.json",
+                "checks": {key: int(index < stage) for index, (_, key) in enumerate(FILTER_STAGES[: stage + 1])},
+                "issues": [str(dropped.get("reason", ""))],
+                "stage": stage,
+            }
+        )
+    total = int(summary["produced"].get("num_tasks", 0)) + len(filtered)
+    stage_stats: dict[str, dict[str, Any]] = {}
+    remaining = total
+    for index, (_, key) in enumerate(FILTER_STAGES):
+        out = sum(1 for entry in filtered if entry["stage"] == index)
+        remaining -= out
+        stage_stats[f"check{index + 1}"] = {"check_key": key, "filtered": out, "passed": remaining}
+    for entry in filtered:
+        del entry["stage"]
+    return {**summary, "filtered_tasks": filtered, "stage_stats": stage_stats, "total": total}

@@ -9,7 +9,13 @@ from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from eval_pipelines.schemas.taskgen import JobStatus, TaskGenJob, TaskGenRequest, TaskGenResults
+from eval_pipelines.schemas.taskgen import (
+    JobStatus,
+    TaskGenJob,
+    TaskGenRequest,
+    TaskGenResults,
+    with_simlab_filter_keys,
+)
 from eval_pipelines.service.executor import NotFound
 from eval_pipelines.service.responses import (
     NOT_FOUND,
@@ -74,4 +80,5 @@ def get_task_gen_results(service: ServiceDep, job_id: str) -> Any:
     results = service.store.job_results(job_id)
     if results is None:
         return error_response(500, "the job completed but its results are missing")
-    return results
+    # SimLab prints which tasks the filter dropped, and the funnel, from the hosted product's keys.
+    return results.model_copy(update={"filter_summary": with_simlab_filter_keys(results.filter_summary)})
