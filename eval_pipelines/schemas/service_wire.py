@@ -4,6 +4,7 @@ extensions (resume, health), shared by the service and its client."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import Field
 
@@ -122,3 +123,45 @@ class HealthResponse(WireModel):
     status: str = "healthy"
     draining: bool = False
     active_runs: int = 0
+
+
+# -- SimLab's CLI telemetry (`POST /telemetry/cli-events`, the hosted product's path; outside spec 000) -----------
+
+#: A telemetry body over this is refused (413): one event with its properties is far smaller.
+MAX_CLI_EVENT_BYTES = 64 << 10
+#: Properties of one event at most (SimLab sends about a dozen); more is refused (422).
+MAX_CLI_EVENT_PROPERTIES = 64
+MAX_CLI_EVENT_NAME_CHARS = 128
+#: Nesting of a property value at most (SimLab's are flat).
+MAX_CLI_EVENT_DEPTH = 8
+#: The event `simlab feedback` sends; the only one kept (the others are accepted and dropped).
+FEEDBACK_EVENT = "feedback_submitted"
+#: The feedback log is rotated once it would grow past this (one older generation is kept).
+MAX_FEEDBACK_LOG_BYTES = 8 << 20
+#: A property of the feedback event that is kept beside the message, at most this many characters each.
+FEEDBACK_CONTEXT_KEYS = ("env_name", "simlab_version", "command", "python_version", "platform_system")
+MAX_FEEDBACK_CONTEXT_CHARS = 200
+
+
+class CliEvent(WireModel):
+    """One event of SimLab's CLI: `{"event", "properties"}`."""
+
+    event: str = Field(min_length=1, max_length=MAX_CLI_EVENT_NAME_CHARS)
+    properties: dict[str, Any] = Field(default_factory=dict, max_length=MAX_CLI_EVENT_PROPERTIES)
+
+
+class CliEventAccepted(WireModel):
+    """The answer to an event; SimLab reads none of it."""
+
+    status: str = "accepted"
+    #: whether the service kept the event (feedback) or dropped it (every other event).
+    stored: bool = False
+
+
+class FeedbackRecord(WireModel):
+    """One line of the service's feedback log: the message (credentials redacted) and where it came from; never
+    the caller's key or its install and session ids."""
+
+    received_at: str
+    message: str
+    context: dict[str, str] = Field(default_factory=dict)

@@ -12,6 +12,8 @@ Local extensions, beyond spec 000:
 - `GET /health`.
 - `/ws/<token>/<task_id>/<server>/tools` and `/step`: the `tool_server_url`s of a task listing, each a seeded
   workspace of its caller's own; no key (the token is the credential), and outside this document.
+- `POST /telemetry/cli-events` (no `/v1`, any known key): SimLab's CLI telemetry; `simlab feedback` is kept in
+  the data directory's `service/feedback.jsonl`, every other event is accepted and dropped.
 - A family id (`email_ops`) names the newest version of a scenario wherever a scenario id is taken, and
   `GET /auth/verify` answers 200 for a known key and 401 otherwise: both as the hosted product does (its
   SimLab CLI relies on them).
@@ -46,7 +48,7 @@ from eval_pipelines.schemas.service_wire import (
 from eval_pipelines.schemas.sweep import SIMULATED_BASE_URL
 from eval_pipelines.service.executor import InvalidRequest, NotFound
 from eval_pipelines.service.responses import AUTH_ERRORS, error_response, retry_after
-from eval_pipelines.service.routes import ROUTERS, workspaces
+from eval_pipelines.service.routes import ROUTERS, telemetry, workspaces
 from eval_pipelines.service.scheduler import ConfigMismatch, Overloaded
 from eval_pipelines.service.settings import ServiceSettings
 from eval_pipelines.service.state import EvaluationService, authenticate
@@ -227,6 +229,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
             app.include_router(router, prefix=prefix, dependencies=[Depends(authenticate)], responses=AUTH_ERRORS)
     # Tool servers, not spec-000 resources: the URL's token is the credential (SimLab sends them no key).
     app.include_router(workspaces.router)
+    # SimLab's telemetry, at the hosted path only; any known key (the route checks it).
+    app.include_router(telemetry.router)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -16,6 +16,11 @@ def service_paths(data_dir: Path) -> tuple[Path, Path]:
     return data_dir / "service" / "runs.sqlite3", data_dir / "service" / "artifacts"
 
 
+def feedback_log_path(data_dir: Path) -> Path:
+    """The JSON-lines file where `simlab feedback` messages sent to the service are kept for its operator."""
+    return data_dir / "service" / "feedback.jsonl"
+
+
 def rollout_artifacts_path(artifacts_dir: Path, run_id: str, rollout_id: str) -> Path:
     """Where the service writes one rollout's artifacts (the pipeline reads them there when it shares the disk)."""
     return artifacts_dir / run_id / f"{rollout_id}{STORED_ARTIFACTS_SUFFIX}"
