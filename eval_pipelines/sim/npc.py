@@ -26,9 +26,15 @@ _ROLE = "Role: "
 _EMAIL = "Email: "
 _ABOUT = "About you: "
 _COLLEAGUE = "You are chatting with: "
+_PART = "Your part here: "
+_TRAITS = "Personality: "
+_SITUATION = "Situation: "
+_STYLE = "Communication style: "
 _SECRET = "Confidential information you know: "
 _REVEAL = "Share it only if your colleague asks about one of these topics: "
 _REVEAL_TAIL = ". Otherwise never mention it, and never hint that you know it."
+#: A secret with no reveal topics (SimLab's plain-text `secret`) is one the NPC acts on but never tells.
+_NEVER_TOLD = "Let it guide what you say and do, but never tell it to anyone, and never hint that you know it."
 
 UNKNOWN_PERSONA_REPLY = "Sorry, I think this message reached the wrong person."
 
@@ -44,6 +50,11 @@ class NpcPersona:
     colleague: str = ""
     secret: str | None = None
     reveal_when: tuple[str, ...] = ()
+    #: the task's personality of the NPC (SimLab's NPC chat: role, traits, context, quirks)
+    part: str = ""
+    traits: str = ""
+    situation: str = ""
+    style: str = ""
 
     @property
     def first_name(self) -> str:
@@ -67,16 +78,21 @@ def persona_system_prompt(persona: NpcPersona) -> str:
         lines.append(f"{_ABOUT}{_one_line(persona.public_info)}")
     if persona.colleague.strip():
         lines.append(f"{_COLLEAGUE}{_one_line(persona.colleague)}")
+    for label, value in ((_PART, persona.part), (_TRAITS, persona.traits), (_SITUATION, persona.situation)):
+        if value.strip():
+            lines.append(f"{label}{_one_line(value)}")
+    if persona.style.strip():
+        lines.append(f"{_STYLE}{_one_line(persona.style)}")
     lines.append(
         f"Reply as {name} would: briefly, in plain text, in the first person. Stay in character and never say "
         "that you are an AI, a model or a simulation."
     )
     if persona.secret is not None:
-        lines += [
-            "",
-            f"{_SECRET}{json.dumps(persona.secret, ensure_ascii=False)}",
-            f"{_REVEAL}{json.dumps(list(persona.reveal_when), ensure_ascii=False)}{_REVEAL_TAIL}",
-        ]
+        lines += ["", f"{_SECRET}{json.dumps(persona.secret, ensure_ascii=False)}"]
+        if persona.reveal_when:
+            lines.append(f"{_REVEAL}{json.dumps(list(persona.reveal_when), ensure_ascii=False)}{_REVEAL_TAIL}")
+        else:
+            lines.append(_NEVER_TOLD)
     return "\n".join(lines)
 
 
@@ -105,6 +121,8 @@ def parse_persona_prompt(text: str) -> NpcPersona | None:
             value, topics = None, None
         if isinstance(value, str) and isinstance(topics, list) and all(isinstance(t, str) for t in topics):
             secret, reveal_when = value, tuple(topics)
+    elif raw_secret is not None and _NEVER_TOLD in lines:
+        secret = _json_text(raw_secret)
     return NpcPersona(
         name=name,
         occupation=_labelled(lines, _ROLE) or "",
@@ -113,7 +131,19 @@ def parse_persona_prompt(text: str) -> NpcPersona | None:
         colleague=_labelled(lines, _COLLEAGUE) or "",
         secret=secret,
         reveal_when=reveal_when,
+        part=_labelled(lines, _PART) or "",
+        traits=_labelled(lines, _TRAITS) or "",
+        situation=_labelled(lines, _SITUATION) or "",
+        style=_labelled(lines, _STYLE) or "",
     )
+
+
+def _json_text(raw: str) -> str | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
 
 
 def matched_topic(message: str, topics: tuple[str, ...] | list[str]) -> str | None:

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from eval_pipelines.llm.types import ChatMessage
 from eval_pipelines.schemas.runs import ErrorClass
-from eval_pipelines.schemas.scenarios import NpcProfile
+from eval_pipelines.schemas.scenarios import NpcPersonality, NpcProfile
 from eval_pipelines.toolservers.base import (
     BuiltinToolServer,
     SeedError,
@@ -55,6 +55,7 @@ from eval_pipelines.toolservers.npc import (
     MESSAGES,
     NPC_MODEL_SETTING,
     NPCS,
+    PERSONALITY,
     ROOMS,
     SETTINGS,
     ChatModelNpcResponder,
@@ -219,12 +220,15 @@ class ChatServer(BuiltinToolServer):
         if not valid_profile_id(profile.profile_id):
             raise SeedError(f"{where}: profile_id {profile.profile_id!r} must match [A-Za-z0-9_.-]{{1,64}}")
         email = self._seed_address(f"{where}: email", profile.email)
+        username = profile.username.strip().lstrip("@")
         for other_id, other in state[NPCS].items():
             if other_id != profile.profile_id and other["email"] == email:
                 raise SeedError(f"{where}: email {email!r} already belongs to NPC {other_id!r}")
+            if other_id != profile.profile_id and username and other.get("username") == username:
+                raise SeedError(f"{where}: username {username!r} already belongs to NPC {other_id!r}")
         existing = state[NPCS].get(profile.profile_id, {})
         # A later item refines an earlier one (the engine's item may lack public_info): blanks never erase.
-        state[NPCS][profile.profile_id] = {
+        npc: dict[str, Any] = {
             "profile_id": profile.profile_id,
             "first_name": profile.first_name or existing.get("first_name", ""),
             "last_name": profile.last_name or existing.get("last_name", ""),
@@ -233,6 +237,13 @@ class ChatServer(BuiltinToolServer):
             "public_info": profile.public_info or existing.get("public_info"),
             "secret": existing.get("secret"),
         }
+        # Set only when given, so the state of a scenario that uses neither keeps its shape.
+        if username := username or existing.get("username", ""):
+            npc["username"] = username
+        personality = self._seed_personality(f"{where}: {PERSONALITY}", raw.get(PERSONALITY))
+        if personality := personality or existing.get(PERSONALITY):
+            npc[PERSONALITY] = personality
+        state[NPCS][profile.profile_id] = npc
         room_id = dm_room_id(profile.profile_id)
         state[ROOMS][room_id] = {
             "id": room_id,
@@ -242,6 +253,18 @@ class ChatServer(BuiltinToolServer):
             "npc": profile.profile_id,
         }
         return profile.profile_id, raw.get("secret")
+
+    @staticmethod
+    def _seed_personality(where: str, raw: Any) -> dict[str, str] | None:
+        if raw is None:
+            return None
+        try:
+            personality = NpcPersonality.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors(include_input=False)[0]
+            loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+            raise SeedError(f"{where}: {loc}: {first['msg']}") from None
+        return personality.model_dump() if any(personality.model_dump().values()) else None
 
     def _seed_channel(self, state: State, where: str, raw: Any) -> list[tuple[str, str | None, Any]]:
         if not isinstance(raw, dict):
@@ -308,7 +331,7 @@ class ChatServer(BuiltinToolServer):
 
     @staticmethod
     def _find_npc(state: State, ref: str) -> tuple[str, dict[str, Any]] | None:
-        """An NPC by DM room id, profile id, email, full name or unique first name (case-insensitive)."""
+        """An NPC by DM room id, profile id, email, chat handle, full name or unique first name (case-insensitive)."""
         wanted = _norm(ref).lstrip("@")
         npcs = state[NPCS]
         if wanted.startswith(DM_ROOM_PREFIX):
@@ -318,6 +341,8 @@ class ChatServer(BuiltinToolServer):
                     return profile_id, npc
         for profile_id, npc in npcs.items():
             if wanted in (profile_id.lower(), npc["email"], _norm(npc_display_name(npc))):
+                return profile_id, npc
+            if npc.get("username") and wanted == str(npc["username"]).lower():
                 return profile_id, npc
         by_first = [(pid, npc) for pid, npc in npcs.items() if _norm(npc["first_name"]) == wanted]
         return by_first[0] if len(by_first) == 1 else None
@@ -586,8 +611,9 @@ class ChatServer(BuiltinToolServer):
         for npc in npcs:
             role = f" - {npc['occupation']}" if npc["occupation"] else ""
             about = f" {npc['public_info']}" if npc.get("public_info") else ""
+            handle = f"@{npc['username']}, " if npc.get("username") else ""
             lines.append(
-                f"{npc_display_name(npc)} <{npc['email']}>{role} (id {npc['profile_id']}, "
+                f"{npc_display_name(npc)} <{npc['email']}>{role} ({handle}id {npc['profile_id']}, "
                 f"room {dm_room_id(npc['profile_id'])}).{about}"
             )
         return "\n".join(lines)

@@ -32,6 +32,8 @@ NPCS = "npcs"
 ROOMS = "rooms"
 MESSAGES = "messages"
 SETTINGS = "settings"
+#: the key of an NPC (in a chat seed's `npcs[]` item and in the state) holding its task's `NpcPersonality`
+PERSONALITY = "personality"
 DM_ROOM_PREFIX = "dm-"
 
 NPC_MEMORY_MESSAGES = 20
@@ -70,14 +72,19 @@ def npc_display_name(npc: Mapping[str, Any]) -> str:
 
 
 class NpcSecret(StrictModel):
-    """`{"value": "4827#", "reveal_when": ["door code", "keypad"]}`: what the NPC hides and what unlocks it."""
+    """`{"value": "4827#", "reveal_when": ["door code", "keypad"]}`: what the NPC hides and what unlocks it.
+
+    Without `reveal_when` (SimLab's plain-text `secret`) nothing unlocks it: the NPC acts on it and never tells.
+    An empty list is refused: it is far more likely a topic forgotten than a secret meant never to be told."""
 
     value: str = Field(min_length=1)
-    reveal_when: list[str] = Field(min_length=1)
+    reveal_when: list[str] | None = Field(default=None, min_length=1)
 
     @field_validator("reveal_when")
     @classmethod
-    def _topics_not_blank(cls, topics: list[str]) -> list[str]:
+    def _topics_not_blank(cls, topics: list[str] | None) -> list[str] | None:
+        if topics is None:
+            return None
         cleaned = [" ".join(t.split()) for t in topics]
         if not all(cleaned):
             raise ValueError("reveal_when topics must not be blank")
@@ -107,6 +114,8 @@ def parse_secret(raw: Any, where: str) -> dict[str, Any]:
 
 def persona_for(npc: Mapping[str, Any], colleague: str) -> NpcPersona:
     secret = npc.get("secret") if isinstance(npc.get("secret"), dict) else None
+    raw_personality = npc.get(PERSONALITY)
+    personality: Mapping[str, Any] = raw_personality if isinstance(raw_personality, Mapping) else {}
     return NpcPersona(
         name=npc_display_name(npc),
         occupation=str(npc.get("occupation") or ""),
@@ -114,7 +123,11 @@ def persona_for(npc: Mapping[str, Any], colleague: str) -> NpcPersona:
         public_info=str(npc.get("public_info") or ""),
         colleague=colleague,
         secret=str(secret["value"]) if secret else None,
-        reveal_when=tuple(secret["reveal_when"]) if secret else (),
+        reveal_when=tuple(secret.get("reveal_when") or ()) if secret else (),
+        part=str(personality.get("role") or ""),
+        traits=str(personality.get("traits") or ""),
+        situation=str(personality.get("context") or ""),
+        style=str(personality.get("quirks") or ""),
     )
 
 
