@@ -57,7 +57,16 @@ from eval_pipelines.inputs.simlab_servers import (
 )
 from eval_pipelines.schemas.hosted import SIMLAB_SERVER_NAMES, SIMLAB_VERIFIER_PACKAGE, VERIFIER_ENTRY_FUNC
 from eval_pipelines.schemas.limits import MAX_PLAIN_NAME_CHARS
-from eval_pipelines.schemas.scenarios import Rubric, Task, Template, TemplateToolServer, is_plain_name, plain_name_error
+from eval_pipelines.schemas.scenarios import (
+    MAX_SCENARIO_GUIDANCE_CHARS,
+    SCENARIO_GUIDANCE_FILE,
+    Rubric,
+    Task,
+    Template,
+    TemplateToolServer,
+    is_plain_name,
+    plain_name_error,
+)
 
 #: Keys of a SimLab task file that are read here (the rest is reported).
 _READ_KEYS = {
@@ -105,7 +114,7 @@ _CATALOG_KEYS = set(Task.model_fields) - _SET_HERE
 _META_KEYS = {"task_id", "display_name", "name", "difficulty", "category", "apps", "version", "idempotent"}
 #: SimLab's environment config, beside the bundle: what of it is read here.
 _ENV_FILE = "env.yaml"
-_ENV_READ_KEYS = {"name", "tools"}
+_ENV_READ_KEYS = {"name", "tools", "scenario_guidance_md"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 NOTHING_GRADES = "nothing grades it: no verifier and no rubric"
 
@@ -210,7 +219,7 @@ def import_bundle(
         report.note("bundle", f"server {name!r}: named in {source}")
     with staged_scenario_folder(target) as staging:
         job = _Import(bundle, staging, report, named, simlab_package or installed_simlab_package(), allow_ungraded)
-        _read_env_config(bundle, named, report)
+        _read_env_config(bundle, named, report, staging)
         job.profiles = _copy_profiles(bundle, staging, report)
         _copy_verifiers(bundle, staging)
         servers: list[str] = []
@@ -240,9 +249,11 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
-def _read_env_config(bundle: Path, named: NamedServers, report: ImportReport) -> None:
+def _read_env_config(bundle: Path, named: NamedServers, report: ImportReport, staging: Path) -> None:
     """Report what of SimLab's `env.yaml` (in or beside the bundle) has no place here: its tools (apps) that no
-    server plays, and its setup scripts, mounted fixtures, skills and guidance (the environment's own)."""
+    server plays, and its setup scripts, mounted fixtures and skills (the environment's own). Its
+    `scenario_guidance_md`, which SimLab's `tasks run` appends to every instruction, becomes the scenario's
+    guidance file, served back as the template's `scenario_guidance_md`."""
     for folder in (bundle, bundle.parent):
         path = folder / _ENV_FILE
         if not path.is_file() or path.is_symlink():
@@ -258,7 +269,20 @@ def _read_env_config(bundle: Path, named: NamedServers, report: ImportReport) ->
         tools = _list(raw.get("tools"))
         for problem in resolve_task_servers([], tools, named).problems:
             report.note("bundle", f"{path.name}: tools: {problem.removeprefix('apps')}")
+        _import_guidance(raw.get("scenario_guidance_md"), path, report, staging)
         return
+
+
+def _import_guidance(guidance: Any, source: Path, report: ImportReport, staging: Path) -> None:
+    if not isinstance(guidance, str) or not guidance.strip():
+        return
+    if len(guidance.strip()) > MAX_SCENARIO_GUIDANCE_CHARS:
+        report.note(
+            "bundle", f"{source.name}: scenario_guidance_md: over {MAX_SCENARIO_GUIDANCE_CHARS} characters; left out"
+        )
+        return
+    (staging / SCENARIO_GUIDANCE_FILE).write_text(guidance.strip() + "\n", encoding="utf-8")
+    report.note("bundle", f"{source.name}: scenario_guidance_md: the scenario's guidance ({SCENARIO_GUIDANCE_FILE})")
 
 
 def _copy_profiles(bundle: Path, staging: Path, report: ImportReport) -> dict[str, dict[str, Any]]:
