@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from eval_pipelines.inputs.paths import builtin_scenarios_dir
+from eval_pipelines.inputs.simlab_bundle import import_bundle
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.llm.types import ChatRequest
 from eval_pipelines.service.layout import feedback_log_path
@@ -30,12 +31,17 @@ from eval_pipelines.sim.taskgen import SIM_TASKGEN, prompt_context, taskgen_pers
 from eval_pipelines.toolservers.calendar import CalendarServer
 from tests.compat.conftest import EvalServiceUnderTest, describe, run_client, serve
 from tests.compat.test_simlab_cli import SimLab
+from tests.support.simlab_sources import cookbook_dir
 
 pytestmark = pytest.mark.slow
 
 GUIDANCE = "# Operations desk\n\nSign every email as the operations desk; never promise refunds."
 NOT_IMPORTABLE = "```python\nimport no_such_module_for_taskgen\n\n\ndef verify(run_artifacts):\n    return True\n```"
 VAGUE_INSTRUCTION = "Please sort out the calendar."
+#: SimLab's cookbook bundle, imported from inside an environment whose env.yaml holds guidance.
+EMAIL_BUNDLE = Path("langgraph-email-agent", "examples", "task-bundle")
+IMPORTED_FAMILY = "guided_email"
+IMPORTED_GUIDANCE = "Reply from the support alias.\nEscalate anything about invoices."
 
 
 def _faulty_taskgen(request: ChatRequest) -> str:
@@ -64,6 +70,12 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EvalServiceUnd
     _edit_json(scenarios / "email_ops" / "tasks" / "email_ops_001.json", category="test")
     _edit_json(scenarios / "email_ops" / "tasks" / "email_ops_002.json", visibility="hidden")
     _edit_json(scenarios / "team_chat" / "template.json", visibility="hidden")
+    environment = root / "environments" / "guided"
+    shutil.copytree(cookbook_dir() / EMAIL_BUNDLE, environment / "task-bundle")
+    env_yaml = {"name": "guided", "tools": ["email"], "scenario_guidance_md": IMPORTED_GUIDANCE}
+    (environment / "env.yaml").write_text(yaml.safe_dump(env_yaml))
+    report = import_bundle(environment / "task-bundle", scenarios, f"{IMPORTED_FAMILY}:1.0.0")
+    assert any("scenario_guidance_md" in line and "guidance.md" in line for line in report.lines()), report.lines()
     personas: dict[str, SimPersona] = {SIM_TASKGEN: _faulty_taskgen}
     write_key, read_key = f"wk-{secrets.token_hex(12)}", f"rk-{secrets.token_hex(12)}"
     with BackgroundServer(create_sim_app(ReferenceBook(), personas=personas)) as model:
@@ -95,6 +107,12 @@ def test_env_init_copies_the_scenario_guidance_into_env_yaml(simlab: SimLab) -> 
     config = yaml.safe_load((simlab.cwd / "environments" / "em" / "env.yaml").read_text())
     assert config["template"] == "email_ops:1.0.0"
     assert config["scenario_guidance_md"] == GUIDANCE
+
+
+def test_an_imported_bundle_s_environment_guidance_reaches_a_new_environment(simlab: SimLab) -> None:
+    simlab.ok("env", "init", "guided", "--template", IMPORTED_FAMILY, "--non-interactive")
+    config = yaml.safe_load((simlab.cwd / "environments" / "guided" / "env.yaml").read_text())
+    assert config["scenario_guidance_md"] == IMPORTED_GUIDANCE
 
 
 def test_hidden_templates_are_left_out_of_templates_list_but_found_by_name(simlab: SimLab) -> None:
