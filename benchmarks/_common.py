@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -431,6 +431,8 @@ class OurRun:
     endpoint_cpu_seconds: float | None
     #: from the start to the last rollout's completion: execution alone, before the traces and Parquet are written.
     execute_seconds: float
+    #: each finished rollout's completion time (the store's, seconds since the run was launched), in order.
+    completion_offsets: list[float] = field(default_factory=list)
 
 
 def _sim_model_config(model: str, endpoint_url: str) -> dict[str, Any]:
@@ -534,6 +536,7 @@ class OurPipeline:
         cpu = process_tree_cpu_seconds() - cpu_before
         endpoint_cpu = None if endpoint_before is None else process_cpu_seconds(endpoint_pid or 0) - endpoint_before
         passed, last_finished = 0, None
+        finish_times: list[float] = []
         # A page at a time, as the pipeline reads them: holding a 10,000-rollout run here would be measured too.
         for page in self.backend.rollout_pages(summary.run_id, 500):
             for r in page:
@@ -542,9 +545,12 @@ class OurPipeline:
                     # Rollouts finished in worker processes are reported by polling, so the callback's clock can
                     # lag: the store's completion times are exact.
                     finished = dt.datetime.fromisoformat(r.completed_at).timestamp()
+                    finish_times.append(finished - started_at)
                     last_finished = finished if last_finished is None else max(last_finished, finished)
         execute = (last_finished - started_at) if last_finished else (last_done or time.perf_counter()) - started
-        return OurRun(summary.rollouts, passed, summary.by_status, wall, cpu, endpoint_cpu, execute)
+        return OurRun(
+            summary.rollouts, passed, summary.by_status, wall, cpu, endpoint_cpu, execute, sorted(finish_times)
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
