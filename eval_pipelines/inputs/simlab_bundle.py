@@ -4,11 +4,13 @@ A SimLab bundle (the hosted product's task format)::
 
     tasks/<name>.json        meta{task_id, display_name | name, difficulty, category, apps}, task | instruction,
                              name, category, apps, tool_servers [{name, tool_server_url}], seed_emails,
-                             seed_calendar_events, seed_group_channels, npcs [{id}],
+                             seed_calendar_events, seed_group_channels,
+                             npcs [{id, name, role, traits, context, quirks, secret}]  (see `inputs.simlab_npcs`),
                              verifiers [{func: python_module, module: collinear.scenarios.<x>.verifiers.<name>
                                          | simlab.verifiers.<name>}]  (else `evaluators`, as SimLab reads it)
     verifiers/<name>.py      verify(run_artifacts); `__init__.py` optional
-    npcs/profiles.json       [{profile_id, first_name, last_name, email, ...}]   (optional)
+    npcs/profiles.json       [{profile_id, first_name, last_name, email, occupation, public_info,
+                               rocketchat_username, ...}]   (optional)
     rubrics/<task_id>.md     (optional)
     mcp-servers.json         SimLab's MCP servers (here or in the folder above; see `inputs.simlab_servers`)
     ../env.yaml              SimLab's environment config: what of it has no place here is reported
@@ -46,6 +48,7 @@ from eval_pipelines.inputs.scenarios import (
     safe_relative_path,
     staged_scenario_folder,
 )
+from eval_pipelines.inputs.simlab_npcs import PROFILES_FILE, TaskNpcs, profiles_from, task_npcs
 from eval_pipelines.inputs.simlab_seeds import seed_contents
 from eval_pipelines.inputs.simlab_servers import (
     NamedServers,
@@ -55,7 +58,12 @@ from eval_pipelines.inputs.simlab_servers import (
     mcp_server_entry,
     resolve_task_servers,
 )
-from eval_pipelines.schemas.hosted import SIMLAB_SERVER_NAMES, SIMLAB_VERIFIER_PACKAGE, VERIFIER_ENTRY_FUNC
+from eval_pipelines.schemas.hosted import (
+    SIMLAB_NPC_CHAT_SERVER,
+    SIMLAB_SERVER_NAMES,
+    SIMLAB_VERIFIER_PACKAGE,
+    VERIFIER_ENTRY_FUNC,
+)
 from eval_pipelines.schemas.limits import MAX_PLAIN_NAME_CHARS
 from eval_pipelines.schemas.scenarios import (
     MAX_SCENARIO_GUIDANCE_CHARS,
@@ -117,6 +125,8 @@ _ENV_FILE = "env.yaml"
 _ENV_READ_KEYS = {"name", "tools", "scenario_guidance_md"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 NOTHING_GRADES = "nothing grades it: no verifier and no rubric"
+#: the built-in server that plays SimLab's NPC chat (and its rocketchat)
+_CHAT = SIMLAB_SERVER_NAMES[SIMLAB_NPC_CHAT_SERVER]
 
 
 class BundleImportError(ValueError):
@@ -220,7 +230,7 @@ def import_bundle(
     with staged_scenario_folder(target) as staging:
         job = _Import(bundle, staging, report, named, simlab_package or installed_simlab_package(), allow_ungraded)
         _read_env_config(bundle, named, report, staging)
-        job.profiles = _copy_profiles(bundle, staging, report)
+        job.profiles = _read_profiles(bundle, report)
         _copy_verifiers(bundle, staging)
         servers: list[str] = []
         for path in task_files:
@@ -230,6 +240,8 @@ def import_bundle(
             report.tasks.append(task["task_id"])
             if task.get("unrunnable_reason"):
                 report.unrunnable[task["task_id"]] = task["unrunnable_reason"]
+        if job.profiles:  # the bundle's, and those made for NPCs it gives no profile
+            _write_json(staging / "npcs.json", list(job.profiles.values()))
         template = Template(
             scenario_id=scenario_id,
             name=scenario_id.partition(":")[0].replace("_", " ").capitalize(),
@@ -285,30 +297,14 @@ def _import_guidance(guidance: Any, source: Path, report: ImportReport, staging:
     report.note("bundle", f"{source.name}: scenario_guidance_md: the scenario's guidance ({SCENARIO_GUIDANCE_FILE})")
 
 
-def _copy_profiles(bundle: Path, staging: Path, report: ImportReport) -> dict[str, dict[str, Any]]:
-    path = bundle / "npcs" / "profiles.json"
+def _read_profiles(bundle: Path, report: ImportReport) -> dict[str, dict[str, Any]]:
+    path = bundle / PROFILES_FILE
     if not path.is_file():
         return {}
     raw = _read_json(path, bundle)
     if not isinstance(raw, list):
         raise BundleImportError(f"{path}: expected a JSON list of NPC profiles")
-    profiles: dict[str, dict[str, Any]] = {}
-    for pos, item in enumerate(raw):
-        missing = [k for k in ("profile_id", "first_name", "last_name", "email") if not (item or {}).get(k)]
-        if not isinstance(item, dict) or missing:
-            report.note("bundle", f"npcs/profiles.json[{pos}]: missing {missing}; profile left out")
-            continue
-        profiles[str(item["profile_id"])] = {
-            "profile_id": str(item["profile_id"]),
-            "first_name": str(item["first_name"]),
-            "last_name": str(item["last_name"]),
-            "email": str(item["email"]),
-            "occupation": str(item.get("occupation") or item.get("title") or ""),
-            "public_info": item.get("public_info") or item.get("bio"),
-        }
-    if profiles:
-        _write_json(staging / "npcs.json", list(profiles.values()))
-    return profiles
+    return profiles_from(raw, report.note)
 
 
 def _copy_verifiers(bundle: Path, staging: Path) -> None:
@@ -373,6 +369,9 @@ def _import_task(path: Path, job: _Import) -> dict[str, Any]:
     refs = _list(raw.get("tool_servers"))
     apps = _apps(raw, meta)
     plan = resolve_task_servers(refs, apps, job.servers)
+    npcs = task_npcs(raw.get("npcs"), task_id, job.profiles, _dict(raw.get("npc_secrets")), report.note)
+    if npcs.chat_seed is not None:
+        plan.builtin.setdefault(_CHAT, SIMLAB_NPC_CHAT_SERVER)  # SimLab gives the task its NPC chat
     task: dict[str, Any] = {
         "task_id": task_id,
         "name": str(meta.get("display_name") or meta.get("name") or raw.get("name") or task_id),
@@ -385,8 +384,8 @@ def _import_task(path: Path, job: _Import) -> dict[str, Any]:
     task["tool_servers"] = [{"name": name} for name in plan.builtin]
     task["simlab_servers"] = dict(plan.builtin)
     _add_named_servers(task, plan, task_id, report)
-    problems = list(plan.problems)
-    task["npc_profiles"] = _npc_ids(raw, job.profiles, problems)
+    problems = [*plan.problems, *npcs.problems]
+    _add_npcs(task, npcs, job, plan)
     task["verifiers"] = _verifier_names(raw, job, problems)
     rubric = job.bundle / "rubrics" / f"{task_id}.md"
     if rubric.is_file() and not resolves_inside(rubric, job.bundle):
@@ -470,15 +469,20 @@ def _write_seeds(raw: dict[str, Any], task_id: str, job: _Import, plan: TaskServ
     return seed_data
 
 
-def _npc_ids(raw: dict[str, Any], profiles: dict[str, dict[str, Any]], problems: list[str]) -> list[str]:
-    ids = []
-    for pos, npc in enumerate(raw.get("npcs") or []):
-        profile_id = str((npc or {}).get("id") or "") if isinstance(npc, dict) else str(npc)
-        if profile_id in profiles:
-            ids.append(profile_id)
-        else:
-            problems.append(f"npcs[{pos}].id {profile_id!r}: no profile of that id in npcs/profiles.json")
-    return ids
+def _add_npcs(task: dict[str, Any], npcs: TaskNpcs, job: _Import, plan: TaskServers) -> None:
+    """The task's NPC profiles, the chat seed of those SimLab's NPC chat plays, and their secrets (never listed:
+    `npc_secrets`; the task's own win)."""
+    task_id = task["task_id"]
+    task["npc_profiles"] = npcs.ids
+    if npcs.chat_seed is not None:
+        filename = f"{task_id}_npc_chat.json"
+        _write_json(job.staging / "seed_data" / filename, npcs.chat_seed)
+        task["seed_data"].setdefault(_CHAT, []).append(filename)
+    if npcs.secrets:
+        task["npc_secrets"] = {**npcs.secrets, **_dict(task.get("npc_secrets"))}
+    if _CHAT not in plan.builtin:
+        for where in npcs.secret_fields:
+            job.report.note(task_id, f"{where}: kept, but the task has no chat server: no conversation can reveal it")
 
 
 def _verifier_names(raw: dict[str, Any], job: _Import, problems: list[str]) -> list[str]:
