@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.inputs.simlab_bundle import ImportReport, import_bundle
 from eval_pipelines.llm.types import ChatMessage, ChatRequest
+from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.sim.npc import SIM_NPC, parse_persona_prompt, sim_npc_persona
 from eval_pipelines.toolservers.base import ToolContext
@@ -190,3 +196,84 @@ def test_a_profile_keeps_its_chat_handle_and_notes_every_key_it_has_no_place_for
     # the handle takes effect: the agent may write to the NPC by it
     server, _, ctx = _chat_as_the_engine_seeds_it(scenario, task)
     assert "Aisha Okafor replied" in server.call(ctx, "npc_send_message", {"to": "@aisha.okafor", "message": "Hi"})
+
+
+# -- end to end: a rollout talks to the imported NPC, and a SimLab verifier sees it under npc-chat --------------------
+
+NPC_VERIFIER = '''"""Checks, as a SimLab verifier would, that the agent wrote to Sarah on npc-chat."""
+
+import json
+import urllib.request
+
+
+def verify(run_artifacts):
+    sent = [
+        m["content"]
+        for m in run_artifacts.messages
+        if m.get("role") == "tool"
+        and isinstance(m.get("content"), dict)
+        and m["content"].get("tool_server") == "npc-chat"
+        and m["content"].get("tool_name") == "npc_send_message"
+        and not m["content"].get("is_error")
+    ]
+    if not sent:
+        return False, "no npc_send_message call on npc-chat"
+    if "Sarah Chen replied" not in str(sent[0].get("summary")):
+        return False, "Sarah did not reply: " + str(sent[0].get("summary"))
+    url = run_artifacts.server_url("npc-chat")
+    body = json.dumps({"action": {"tool_name": "npc_list_contacts", "parameters": {}}}).encode()
+    request = urllib.request.Request(url + "/step", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = json.loads(response.read().decode("utf-8")).get("observation", {}).get("text", "")
+    if "frustrated_customer" not in text:
+        return False, "npc_list_contacts does not list Sarah as a frustrated customer: " + text
+    return True, "Sarah was asked about her order"
+'''
+
+
+@pytest.mark.slow
+def test_a_rollout_talks_to_the_imported_npc_and_a_simlab_verifier_sees_it_under_npc_chat(
+    tmp_path: Path, local_backend: Callable[..., EvaluationBackend]
+) -> None:
+    bundle = write_bundle(tmp_path)
+    (bundle / "tasks" / f"{TASK}.json").unlink()
+    (bundle / "verifiers" / "sarah_order.py").write_text(NPC_VERIFIER)
+    task = {
+        "meta": {"task_id": "ask_sarah", "display_name": "Ask Sarah", "difficulty": "easy", "category": "support"},
+        "task": "Message Sarah Chen and ask her which order she is waiting for.",
+        "tool_servers": [],
+        "npcs": [{**SARAH, "context": "Her laptop order #4411 is three weeks late.", "secret": "she is a reseller"}],
+        "verifiers": [{"func": "python_module", "module": "collinear.scenarios.ops.verifiers.sarah_order"}],
+        "reference_actions": [
+            {
+                "tool_server": "chat",
+                "tool_name": "npc_send_message",
+                "parameters": {"to": "Sarah Chen", "message": "Which order are you waiting for?"},
+            }
+        ],
+    }
+    (bundle / "tasks" / "ask_sarah.json").write_text(json.dumps(task))
+    report = import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID)
+    assert report.unrunnable == {}, report.lines()
+    backend = local_backend(tmp_path / "data", ScenarioCatalog(tmp_path / "scenarios"))
+
+    def run(model: str) -> Any:
+        request = RunLaunchRequest.model_validate(
+            {
+                "scenario_id": SCENARIO_ID,
+                "task_ids": ["ask_sarah"],
+                "model_config": {"model": model, "base_url": "sim://local", "api_key": "x"},
+                "run_name": f"npc-{model}-{uuid.uuid4().hex[:8]}",
+            }
+        )
+        run_id = backend.launch_or_resume(request)
+        backend.complete_run(run_id, request, timeout_seconds=60)
+        [rollout] = backend.list_rollouts(run_id)
+        assert rollout.status == RolloutStatus.COMPLETED and rollout.result is not None
+        [verdict] = rollout.result.verifiers
+        return verdict
+
+    oracle = run("sim-oracle")
+    assert oracle.success and oracle.message == "Sarah was asked about her order", oracle.message
+    idle = run("sim-noop")
+    assert not idle.success and not idle.is_error and idle.message == "no npc_send_message call on npc-chat"
