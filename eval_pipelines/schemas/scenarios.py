@@ -3,6 +3,8 @@ scenario carries for execution (reference actions, seed bindings, verifier modul
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -11,7 +13,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from eval_pipelines.schemas._base import StrictModel, WireModel
 from eval_pipelines.schemas.hosted import verifier_module_name
 from eval_pipelines.schemas.limits import DEFAULT_USER_MAX_TURNS, MAX_PLAIN_NAME_CHARS, MAX_USER_TURNS
-from eval_pipelines.schemas.tools import ToolCall
+from eval_pipelines.schemas.tools import ToolCall, ToolDefinition
 
 #: An id that names a file or folder (tasks/<task_id>.json, verifiers/<module>.py, a scenario's folder): no
 #: separator, no NUL, and no leading dot, so it can be neither `..` nor a hidden file.
@@ -83,6 +85,29 @@ class Template(WireModel):
                 f"scenario_id must look like 'family' or 'family:version', where each part {PLAIN_NAME_RULE}"
             )
         return value
+
+
+#: A scenario's folder of simulated tool servers: `servers/<name>.json`, one `SimulatedServer` each.
+SIMULATED_SERVERS_DIR = "servers"
+#: Key of a generated task file holding its simulated servers ({name: {"tools": [...]}}), as `seed_files` holds
+#: its seeds; a scenario folder keeps them in `servers/`.
+SIMULATED_SERVERS_KEY = "simulated_servers"
+#: How a tool host names a simulated server it serves: this prefix and a digest of its definition.
+SIMULATED_HOST_PREFIX = "sim-"
+
+
+class SimulatedServer(StrictModel):
+    """A tool server known only by its tools' schemas (a user's own toolset): the tool host serves a stand-in
+    simulated from them, stateful and deterministic, so its tasks replay and verify like a built-in server's."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$", max_length=MAX_PLAIN_NAME_CHARS)
+    tools: list[ToolDefinition] = Field(min_length=1)
+
+    @property
+    def host_name(self) -> str:
+        """The name a tool host serves it under: the same definition is the same server, wherever it is read."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return SIMULATED_HOST_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 class TaskToolServer(WireModel):
