@@ -5,6 +5,8 @@ Layout of one scenario folder (`scenarios/<folder>/` of a project, or a built-in
     template.json          {scenario_id, name, description, tool_servers: [{name, server_type}]}
     npcs.json              [NpcProfile, ...]                      (optional)
     seed_data/<file>       seed files; JSON files are sent to the tool servers when a workspace is seeded
+    servers/<name>.json    SimulatedServer: a tool server known by its tools' schemas, which the tool host
+                           simulates (task generation writes one for each server of a user's toolset)
     tasks/<task_id>.json   Task fields; `npc_profiles` may list profile ids from npcs.json
     verifiers/__init__.py  an importable package of verifier modules, each defining verify(run_artifacts)
     verifiers/<module>.py
@@ -38,7 +40,15 @@ from eval_pipelines.inputs.paths import (
 )
 from eval_pipelines.lib.json_values import text_nests_deeper_than
 from eval_pipelines.schemas.limits import MAX_JSON_DEPTH
-from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, SeedDataFile, Task, Template
+from eval_pipelines.schemas.scenarios import (
+    SIMULATED_SERVERS_DIR,
+    NpcProfile,
+    Rubric,
+    SeedDataFile,
+    SimulatedServer,
+    Task,
+    Template,
+)
 from eval_pipelines.schemas.service_wire import PublicTask
 
 _UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
@@ -175,6 +185,30 @@ class ScenarioFiles:
                 raise ScenarioError(_format_validation_error(path, exc, prefix=f"[{index}].")) from exc
         return profiles
 
+    @cached_property
+    def simulated_servers(self) -> dict[str, SimulatedServer]:
+        """The servers of `servers/<name>.json`, by name."""
+        servers: dict[str, SimulatedServer] = {}
+        for path in sorted((self.root / SIMULATED_SERVERS_DIR).glob("*.json")):
+            try:
+                server = SimulatedServer.model_validate(read_json_file(path, self.root))
+            except ValidationError as exc:
+                raise ScenarioError(_format_validation_error(path, exc)) from exc
+            if server.name != path.stem:
+                raise ScenarioError(f"{path}: name: {server.name!r} is not the file's name {path.stem!r}")
+            servers[server.name] = server
+        return servers
+
+    def tool_server_urls(self, hosted: Mapping[str, str]) -> dict[str, str]:
+        """Where each server of the scenario answers: `hosted` (a tool host's servers by the name it serves them
+        under), with each simulated server under its own name. Its rollouts then provision, seed, snapshot and
+        diff it like a built-in server."""
+        urls = dict(hosted)
+        for name, server in self.simulated_servers.items():
+            if server.host_name in hosted:
+                urls[name] = hosted[server.host_name]
+        return urls
+
     def splits(self) -> dict[str, list[str]] | None:
         """The upstream splits of a materialised benchmark (`splits.json`: split -> task ids), or None."""
         path = self.root / SPLITS_FILE
@@ -214,6 +248,7 @@ class ScenarioFiles:
             if not tasks:
                 raise ScenarioError(f"{self.root / 'tasks'}: the scenario has no tasks")
             self._check_verifier_links()
+            _ = self.simulated_servers  # a broken server file is a scenario error at load, not mid-run
             self._tasks = tasks
         return self._tasks
 

@@ -8,7 +8,7 @@ import logging
 import threading
 
 from eval_pipelines.benchmarks.catalog import server_classes
-from eval_pipelines.inputs.scenarios import ScenarioCatalog
+from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.sweep import SIMULATED_BASE_URL
@@ -26,6 +26,11 @@ def simulated_personas() -> dict[str, SimPersona]:
     judges and generator."""
     return {SIM_NPC: sim_npc_persona, SIM_JUDGE: sim_judge_persona, SIM_TASKGEN: taskgen_persona, **PLATFORM_PERSONAS}
 
+
+#: Builds the stand-in of a scenario's simulated server (`servers/<name>.json`) in the tool host. Named by path, as
+#: the host names the benchmarks' servers: the stand-in is task generation's, a layer above this one, and only
+#: the child host imports it.
+SIMULATED_SERVER_FACTORY = "eval_pipelines.taskgen.schema_server:served_from_definition"
 
 #: Probe period and consecutive misses before the tool-server host is replaced.
 HEALTH_INTERVAL_SECONDS = 0.5
@@ -49,7 +54,9 @@ def shared_tool_host() -> ToolServerProcess:
             _tool_host.restart()
         if _tool_host is None:
             extra = server_classes()
-            host = ToolServerProcess([*BUILTIN_SERVERS, *extra], extra=extra).start()
+            host = ToolServerProcess(
+                [*BUILTIN_SERVERS, *extra], extra=extra, simulated_factory=SIMULATED_SERVER_FACTORY
+            ).start()
             monitor = ToolHostMonitor(host)
             monitor.start()
             atexit.register(host.stop)
@@ -116,8 +123,19 @@ class LocalRuntime:
                 self._sim = None
 
     def tool_server_urls(self) -> dict[str, str]:
+        """The host's servers by name, and the simulated servers of the catalog's scenarios by their host names
+        (`ScenarioFiles.tool_server_urls` gives a scenario's under its own names)."""
         host = shared_tool_host()
-        return {name: host.base_url(name) for name in host.names}
+        urls = {name: host.base_url(name) for name in host.names}
+        for scenario in self.catalog.all():
+            try:
+                servers = scenario.simulated_servers
+            except ScenarioError as exc:  # that scenario's tasks fail to load with this reason; the others run
+                logger.warning("%s", exc)
+                continue
+            for server in servers.values():
+                urls.setdefault(server.host_name, host.simulated_url(server))
+        return urls
 
     @property
     def tool_host_pid(self) -> int | None:

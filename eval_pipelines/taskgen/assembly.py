@@ -27,6 +27,7 @@ from eval_pipelines.taskgen.errors import TaskGenFailed
 from eval_pipelines.taskgen.gates import GateReport, QualityGates
 from eval_pipelines.taskgen.progress import GATES, Progress
 from eval_pipelines.taskgen.request import DIFFICULTIES
+from eval_pipelines.taskgen.schema_server import simulated_server
 
 #: Placeholder job id; the service fills in the real one.
 PENDING_JOB_ID = ""
@@ -51,6 +52,7 @@ async def gate_and_assemble(
     )
     progress(GATES, total, total)
     seeds = ctx.seed_files()
+    simulated = {name: server for name, cls in ctx.server_classes.items() if (server := simulated_server(cls))}
     tasks, instructions, rubrics, verifiers = [], [], [], []
     failed: list[dict[str, Any]] = []
     dropped: list[dict[str, Any]] = list(summary.pop("dropped_tasks", []))
@@ -84,7 +86,7 @@ async def gate_and_assemble(
             dropped.append({"task_id": draft.task_id, "reason": _drop_reason(draft, report)})
             continue
         kept.append(draft)
-        tasks.append(task_file(draft, seeds, passing, ctx.task_prefix))
+        tasks.append(task_file(draft, seeds, passing, ctx.task_prefix, simulated))
         instructions.append(GeneratedFile(filename=f"{draft.task_id}.md", content=draft.instruction + "\n"))
         if draft.rubric is not None:
             rubrics.append(GeneratedFile(filename=f"{draft.task_id}.md", content=rubric_markdown(draft.rubric)))

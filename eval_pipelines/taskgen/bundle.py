@@ -5,6 +5,8 @@ Layout written (see scenarios.catalog)::
     template.json       scenario id, name, description, tool servers (from the tasks)
     tasks/<id>.json     the task files, their inline `seed_files` moved out to seed_data/
     seed_data/<file>    the seed files the tasks name
+    servers/<name>.json the tool definitions of each server of the user's (a `SimulatedServer`), moved out of
+                        the tasks' inline `simulated_servers`: a sweep's tool host serves a stand-in for it
     verifiers/          __init__.py plus every verifier; `*.FAILED.py` files are kept for inspection but no
                         task lists them (the verifier loader skips them)
     npcs.json           the NPC profiles, when the results carry any (`npcs: [{filename: profiles.json, ...}]`)
@@ -27,7 +29,13 @@ from eval_pipelines.inputs.scenarios import (
     safe_relative_path,
     staged_scenario_folder,
 )
-from eval_pipelines.schemas.scenarios import Template, TemplateToolServer
+from eval_pipelines.schemas.scenarios import (
+    SIMULATED_SERVERS_DIR,
+    SIMULATED_SERVERS_KEY,
+    SimulatedServer,
+    Template,
+    TemplateToolServer,
+)
 from eval_pipelines.schemas.taskgen import NPC_PROFILES_FILENAME, GeneratedFile, TaskGenResults
 from eval_pipelines.taskgen.drafts import SEED_FILES_KEY
 
@@ -105,10 +113,21 @@ def _npc_profiles(file: GeneratedFile) -> Any:
         raise BundleError(f"NPC file {file.filename!r}: invalid JSON: {exc.msg}") from None
 
 
+def _simulated_server(filename: str, name: Any, definition: Any) -> SimulatedServer:
+    where = f"task file {filename!r}: {SIMULATED_SERVERS_KEY}.{name}"
+    if not isinstance(definition, dict):
+        raise BundleError(f"{where}: expected an object with the server's tools")
+    try:
+        return SimulatedServer.model_validate({**definition, "name": name})
+    except ValueError as exc:
+        raise BundleError(f"{where}: {exc}") from None
+
+
 def _write_contents(results: TaskGenResults, root: Path) -> list[str]:
     """Write every file; return the tool servers the tasks use, in first-use order."""
     servers: list[str] = []
     seeds: dict[str, Any] = {}
+    simulated: dict[str, SimulatedServer] = {}
     for file in results.tasks:
         filename = _safe_name(file.filename, "task file")
         try:
@@ -122,6 +141,10 @@ def _write_contents(results: TaskGenResults, root: Path) -> list[str]:
             if seed_name in seeds and seeds[seed_name] != content:
                 raise BundleError(f"seed file {seed_name!r}: two tasks give it different contents")
             seeds[seed_name] = content
+        for server_name, definition in (task.pop(SIMULATED_SERVERS_KEY, None) or {}).items():
+            server = _simulated_server(filename, server_name, definition)
+            if simulated.setdefault(server.name, server) != server:
+                raise BundleError(f"simulated server {server.name!r}: two tasks give it different tools")
         for ref in task.get("tool_servers") or []:
             if isinstance(ref, dict) and isinstance(ref.get("name"), str) and ref["name"] not in servers:
                 servers.append(ref["name"])
@@ -130,6 +153,8 @@ def _write_contents(results: TaskGenResults, root: Path) -> list[str]:
         _write(root / "tasks" / stem, json.dumps(task, indent=2) + "\n")
     for seed_name, content in seeds.items():
         _write(root / "seed_data" / seed_name, json.dumps(content, indent=2) + "\n")
+    for server in simulated.values():
+        _write(root / SIMULATED_SERVERS_DIR / f"{server.name}.json", server.model_dump_json(indent=2) + "\n")
     verifiers = root / "verifiers"
     _write(
         verifiers / "__init__.py", '"""Generated verifiers (task generation); *.FAILED.py failed a quality gate."""\n'

@@ -3,19 +3,29 @@
 
 Each task file is full Task JSON (the catalog's format: reference actions, seed file names, verifier modules,
 rubric, NPC profiles), the keys SimLab's task loader reads (see `task_json`), plus `seed_files`: the content
-of the seed files it names, because the results have no field for seed data. `write_bundle` moves them into
-`seed_data/`.
+of the seed files it names, because the results have no field for seed data, and `simulated_servers`: the
+tool definitions of each server of the user's the task uses, which a sweep's tool host serves a stand-in for.
+`write_bundle` moves them into `seed_data/` and `servers/`.
 """
 
 from __future__ import annotations
 
 import json
 import pprint
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipelines.schemas.hosted import TaskMeta, verifier_entry
-from eval_pipelines.schemas.scenarios import NpcProfile, Rubric, ScoringLevel, Task, TaskToolServer
+from eval_pipelines.schemas.scenarios import (
+    SIMULATED_SERVERS_KEY,
+    NpcProfile,
+    Rubric,
+    ScoringLevel,
+    SimulatedServer,
+    Task,
+    TaskToolServer,
+)
 from eval_pipelines.schemas.taskgen import GeneratedFile
 from eval_pipelines.schemas.tools import ToolCall
 from eval_pipelines.taskgen.answer_check import ANSWER_SOURCE
@@ -138,7 +148,11 @@ def rubric_markdown(rubric: Rubric) -> str:
 
 
 def task_json(
-    draft: TaskDraft, seeds: dict[str, dict[str, Any]], passing_modules: list[str], scenario_package: str
+    draft: TaskDraft,
+    seeds: dict[str, dict[str, Any]],
+    passing_modules: list[str],
+    scenario_package: str,
+    simulated: Mapping[str, SimulatedServer] | None = None,
 ) -> dict[str, Any]:
     """Task JSON in both readers' terms: the catalog's fields, plus what SimLab's task loader reads (`meta`,
     `task`, `apps`, `npcs`, verifiers as `{func, module}` under `collinear.scenarios.<scenario_package>`)."""
@@ -171,11 +185,18 @@ def task_json(
         "verifiers": [verifier_entry(scenario_package, module) for module in passing_modules],
     }
     body[SEED_FILES_KEY] = {name: seeds[name] for name in draft.seed_names.values() if name in seeds}
+    own = {s: server for s in draft.servers if (server := (simulated or {}).get(s)) is not None}
+    if own:
+        body[SIMULATED_SERVERS_KEY] = {s: server.model_dump(mode="json", exclude={"name"}) for s, server in own.items()}
     return body
 
 
 def task_file(
-    draft: TaskDraft, seeds: dict[str, dict[str, Any]], passing_modules: list[str], scenario_package: str
+    draft: TaskDraft,
+    seeds: dict[str, dict[str, Any]],
+    passing_modules: list[str],
+    scenario_package: str,
+    simulated: Mapping[str, SimulatedServer] | None = None,
 ) -> GeneratedFile:
-    body = task_json(draft, seeds, passing_modules, scenario_package)
+    body = task_json(draft, seeds, passing_modules, scenario_package, simulated)
     return GeneratedFile(filename=f"{draft.task_id}.json", content=json.dumps(body, indent=2))

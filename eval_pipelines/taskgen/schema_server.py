@@ -35,9 +35,10 @@ from typing import Any, ClassVar
 
 from jsonschema import Draft202012Validator
 
+from eval_pipelines.schemas.scenarios import SimulatedServer
 from eval_pipelines.schemas.tools import ToolDefinition
 from eval_pipelines.taskgen.errors import TaskGenRequestError
-from eval_pipelines.taskgen.toolset import ToolInfo, id_stem, singular
+from eval_pipelines.taskgen.toolset import ToolInfo, id_stem, singular, tool_info
 from eval_pipelines.taskgen.values import TITLE_FIELDS, UnplannableParameter, ValueFactory, semantic
 from eval_pipelines.toolservers.base import BuiltinToolServer, SeedError, State, ToolContext, ToolError, seed_objects
 
@@ -440,6 +441,22 @@ def schema_server(
         "__doc__": f"The stand-in for the tool server {name!r}, from its tools' schemas.",
     }
     return type(f"SchemaToolServer_{re.sub(r'[^A-Za-z0-9_]', '_', name)}", (SchemaToolServer,), namespace)
+
+
+def simulated_server(server_class: type[BuiltinToolServer]) -> SimulatedServer | None:
+    """What a scenario keeps of a stand-in so a sweep's tool host serves the same one; None for a built-in."""
+    if not issubclass(server_class, SchemaToolServer):
+        return None
+    return SimulatedServer(name=server_class.name, tools=list(server_class.tool_definitions))
+
+
+def served_from_definition(definition: dict[str, Any]) -> SchemaToolServer:
+    """The stand-in a tool host serves for a scenario's `SimulatedServer`: the one task generation planned and
+    replayed its tasks on (the same tools in the same order give the same layout, ids and observations).
+    Imported by path by the tool host (`toolservers.host`), which sits below task generation."""
+    server = SimulatedServer.model_validate(definition)
+    tools = [tool_info(server.name, tool, index, {}) for index, tool in enumerate(server.tools)]
+    return schema_server(server.name, tools)()
 
 
 # -- a world for collections no tool adds to ----------------------------------------------------------

@@ -266,7 +266,9 @@ def _read(index: int, raw: Mapping[str, Any]) -> tuple[str | None, ToolInfo]:
     if hint is not None and not _SERVER_NAME.match(hint):
         raise TaskGenRequestError(f"toolset[{index}].tool_server", f"{hint!r} must match [A-Za-z0-9_-]+")
     annotations = item.get("annotations")
-    return hint, _info(hint or EXTERNAL_SERVER, definition, index, annotations if isinstance(annotations, dict) else {})
+    return hint, tool_info(
+        hint or EXTERNAL_SERVER, definition, index, annotations if isinstance(annotations, dict) else {}
+    )
 
 
 def _bind_unnamed(
@@ -348,7 +350,7 @@ def _stand_ins(
             continue
         notes.append(f"{label}: a service named without tool schemas; its tasks use the built-in {server!r} server")
         if server not in servers:
-            servers[server] = [_info(server, tool, index, {}) for tool in known[server].values()]
+            servers[server] = [tool_info(server, tool, index, {}) for tool in known[server].values()]
     return servers
 
 
@@ -396,7 +398,7 @@ def normalise_toolset(
     return toolset
 
 
-def _info(server: str, definition: ToolDefinition, index: int, annotations: Mapping[str, Any]) -> ToolInfo:
+def tool_info(server: str, definition: ToolDefinition, index: int, annotations: Mapping[str, Any]) -> ToolInfo:
     schema = dict(definition.parameters)
     schema.setdefault("type", "object")
     return ToolInfo(

@@ -1,5 +1,6 @@
 """Serve several built-in tool servers from one loopback port, each mounted under `/<name>`: on a thread of
-this process (`ToolServerHost`) or in a child process of their own (`ToolServerProcess`)."""
+this process (`ToolServerHost`) or in a child process of their own (`ToolServerProcess`). A host may also serve
+simulated servers (`SimulatedServers`): stand-ins built from a scenario's tool schemas, mounted on first use."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ import argparse
 import importlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 
 import httpx
@@ -25,12 +30,56 @@ from eval_pipelines.lib.confine import make_undumpable, scrubbed_environment
 from eval_pipelines.lib.http_pool import default_ssl_context
 from eval_pipelines.lib.redact import install_log_redaction
 from eval_pipelines.lib.serving import BackgroundServer
+from eval_pipelines.schemas.scenarios import SIMULATED_HOST_PREFIX, SimulatedServer
 from eval_pipelines.toolservers.app import DEFAULT_MAX_WORKSPACES, create_app
 from eval_pipelines.toolservers.base import BuiltinToolServer
 from eval_pipelines.toolservers.files import COMMAND_WRAPPER_ENV, command_sandbox
 from eval_pipelines.toolservers.registry import BUILTIN_SERVERS
 
-__all__ = ["BUILTIN_SERVERS", "ToolServerHost", "ToolServerProcess", "build_host_app"]
+__all__ = ["BUILTIN_SERVERS", "SimulatedServers", "ToolServerHost", "ToolServerProcess", "build_host_app"]
+
+#: Resolves a name the host does not serve yet to a server to mount under it, or None.
+ServerResolver = Callable[[str], BuiltinToolServer | None]
+
+
+@dataclass(frozen=True)
+class SimulatedServers:
+    """The simulated servers of a host: each definition is written to `directory` as `<host name>.json` by the
+    process that hands out its URL, and built on the host's first request for it by `factory` (`module:function`
+    taking the definition as a dict). Files rather than a call to the host: a replaced host (see
+    `ToolServerProcess.restart`) finds them again, and the same definition is the same name (a content digest),
+    so the file is never rewritten."""
+
+    directory: Path
+    factory: str
+
+    def register(self, server: SimulatedServer) -> str:
+        """The name the host serves `server` under, once its definition is on disk."""
+        name = server.host_name
+        path = self.directory / f"{name}.json"
+        if not path.exists():
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            staged = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            staged.write_text(server.model_dump_json(), encoding="utf-8")
+            staged.replace(path)
+        return name
+
+    def resolve(self, name: str) -> BuiltinToolServer | None:
+        """The server registered under `name`, built by the factory; None when nothing is."""
+        if not name.startswith(SIMULATED_HOST_PREFIX) or not name[len(SIMULATED_HOST_PREFIX) :].isalnum():
+            return None
+        path = self.directory / f"{name}.json"
+        try:
+            definition = SimulatedServer.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if definition.host_name != name:
+            return None
+        module_name, _, function_name = self.factory.partition(":")
+        server = getattr(importlib.import_module(module_name), function_name)(definition.model_dump(mode="json"))
+        if not isinstance(server, BuiltinToolServer):
+            raise TypeError(f"{self.factory} did not return a tool server")
+        return server
 
 
 class HostApp:
@@ -45,11 +94,24 @@ class HostApp:
         apps: dict[str, ASGIApp],
         status: dict[str, str] | None = None,
         servers: Iterable[BuiltinToolServer] = (),
+        resolve: ServerResolver | None = None,
+        max_workspaces: int = DEFAULT_MAX_WORKSPACES,
     ) -> None:
         self.apps = apps
         #: closed at shutdown: a server may run a backend process (a benchmark's upstream worker).
         self.servers = list(servers)
+        self._resolve = resolve
+        self._max_workspaces = max_workspaces
         self._health = json.dumps({"status": "healthy", "servers": sorted(apps), **(status or {})}).encode()
+
+    def _mounted(self, name: str) -> ASGIApp | None:
+        app = self.apps.get(name)
+        if app is None and self._resolve is not None and name:
+            server = self._resolve(name)
+            if server is not None:
+                app = self.apps[name] = create_app(server, max_workspaces=self._max_workspaces)
+                self.servers.append(server)
+        return app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -57,7 +119,7 @@ class HostApp:
             return
         path: str = scope["path"]
         name, _, _ = path[1:].partition("/")
-        app = self.apps.get(name)
+        app = self._mounted(name)
         if app is not None:
             # As Starlette's Mount: the path stays whole, the mount point moves into root_path.
             root_path = scope.get("root_path", "")
@@ -85,14 +147,26 @@ class HostApp:
                 return
 
 
-def build_host_app(servers: dict[str, BuiltinToolServer], max_workspaces: int = DEFAULT_MAX_WORKSPACES) -> HostApp:
+def build_host_app(
+    servers: dict[str, BuiltinToolServer],
+    max_workspaces: int = DEFAULT_MAX_WORKSPACES,
+    simulated: SimulatedServers | None = None,
+) -> HostApp:
     """An app serving each server under `/<name>`, plus `/health` listing what it serves (and, with the files
-    server, how its `run_command` is isolated on this host: `command_sandbox`)."""
+    server, how its `run_command` is isolated on this host: `command_sandbox`), and the simulated servers
+    registered in `simulated` under their host names."""
     status = {"command_sandbox": command_sandbox().mode} if "files" in servers else {}
     apps: dict[str, ASGIApp] = {
         name: create_app(server, max_workspaces=max_workspaces) for name, server in servers.items()
     }
-    return HostApp(apps, status, servers.values())
+    resolve = simulated.resolve if simulated is not None else None
+    return HostApp(apps, status, servers.values(), resolve=resolve, max_workspaces=max_workspaces)
+
+
+def _simulated_servers(factory: str | None) -> SimulatedServers | None:
+    if factory is None:
+        return None
+    return SimulatedServers(Path(tempfile.mkdtemp(prefix="eval-simulated-servers-")), factory)
 
 
 #: Server classes a host serves beyond the built-in ones (the benchmarks' upstream servers), by name.
@@ -142,13 +216,21 @@ class ToolServerHost:
         port: int | None = None,
         max_workspaces: int = DEFAULT_MAX_WORKSPACES,
         extra: ExtraServers | None = None,
+        simulated_factory: str | None = None,
     ) -> None:
         names = _checked_names(servers, extra)
         known = {**BUILTIN_SERVERS, **(extra or {})}
         self.servers: dict[str, BuiltinToolServer] = {name: known[name]() for name in names}
-        self.app = build_host_app(self.servers, max_workspaces=max_workspaces)
+        self.simulated = _simulated_servers(simulated_factory)
+        self.app = build_host_app(self.servers, max_workspaces=max_workspaces, simulated=self.simulated)
         self._server = BackgroundServer(self.app, host=host, port=port)
         self._started = False
+
+    def simulated_url(self, server: SimulatedServer) -> str:
+        """Where the stand-in for `server` answers (built on its first request)."""
+        if self.simulated is None:
+            raise RuntimeError("this host serves no simulated servers (no simulated_factory)")
+        return f"{self._server.url}/{self.simulated.register(server)}"
 
     @property
     def url(self) -> str:
@@ -169,6 +251,8 @@ class ToolServerHost:
     def stop(self) -> None:
         self._server.stop()
         self._started = False
+        if self.simulated is not None:
+            shutil.rmtree(self.simulated.directory, ignore_errors=True)
 
     def __enter__(self) -> ToolServerHost:
         return self.start()
@@ -203,8 +287,10 @@ class ToolServerProcess:
         max_workspaces: int = DEFAULT_MAX_WORKSPACES,
         startup_timeout: float = 60.0,
         extra: ExtraServers | None = None,
+        simulated_factory: str | None = None,
     ) -> None:
         self.names = _checked_names(servers, extra)
+        self.simulated = _simulated_servers(simulated_factory)
         #: name -> `module:Class` of the served servers that are not built in; the child imports them.
         self.extra_paths = {name: _class_path(cls) for name, cls in (extra or {}).items() if name in self.names}
         self.host = host
@@ -235,6 +321,15 @@ class ToolServerProcess:
         if self._process is None:
             raise RuntimeError("ToolServerProcess is not started; call start() first")
         return f"{self.url}/{name}"
+
+    def simulated_url(self, server: SimulatedServer) -> str:
+        """Where the stand-in for `server` answers (built on the child's first request for it, again after a
+        restart)."""
+        if self.simulated is None:
+            raise RuntimeError("this host serves no simulated servers (no simulated_factory)")
+        if self._process is None:
+            raise RuntimeError("ToolServerProcess is not started; call start() first")
+        return f"{self.url}/{self.simulated.register(server)}"
 
     def start(self) -> ToolServerProcess:
         if self._process is not None:
@@ -274,6 +369,8 @@ class ToolServerProcess:
                    "--servers", ",".join(self.names), "--max-workspaces", str(self.max_workspaces),
                    "--parent-pid", str(os.getpid()),
                    *(f"--extra={name}={path}" for name, path in self.extra_paths.items())]  # fmt: skip
+        if self.simulated is not None:
+            command += ["--simulated-dir", str(self.simulated.directory), "--simulated-factory", self.simulated.factory]
         # The host runs model-chosen commands (run_command): it starts with none of this process's secrets.
         env = scrubbed_environment({"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **cache_settings()})
         if COMMAND_WRAPPER_ENV in os.environ:  # a setting, not a secret: the host prefixes it to every command
@@ -307,6 +404,8 @@ class ToolServerProcess:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
+        if self.simulated is not None:
+            shutil.rmtree(self.simulated.directory, ignore_errors=True)
 
     def __enter__(self) -> ToolServerProcess:
         return self.start()
@@ -317,12 +416,20 @@ class ToolServerProcess:
         self.stop()
 
 
-def _serve(fd: int, names: list[str], max_workspaces: int, parent_pid: int, extra: ExtraServers) -> None:
+def _serve(
+    fd: int,
+    names: list[str],
+    max_workspaces: int,
+    parent_pid: int,
+    extra: ExtraServers,
+    simulated: SimulatedServers | None = None,
+) -> None:
     """The child's body: serve on the inherited socket until SIGTERM or until the parent is gone."""
     make_undumpable()  # it holds NPC model keys in memory (configure) that a command must not read
     install_log_redaction()  # before uvicorn's Config, which sets up its loggers
     known = {**BUILTIN_SERVERS, **extra}
-    app = build_host_app({name: known[name]() for name in names}, max_workspaces=max_workspaces)
+    servers = {name: known[name]() for name in names}
+    app = build_host_app(servers, max_workspaces=max_workspaces, simulated=simulated)
     # Not uvicorn's `fd=`: it wraps the descriptor as a Unix socket, so accepted TCP connections miss
     # TCP_NODELAY and every response waits out the client's delayed ACK (~40 ms a request).
     listener = socket.socket(fileno=fd)
@@ -347,7 +454,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-workspaces", type=int, default=DEFAULT_MAX_WORKSPACES)
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--extra", action="append", default=[], help="NAME=module:Class of a server not built in")
+    parser.add_argument("--simulated-dir", help="where the simulated servers' definitions are written")
+    parser.add_argument("--simulated-factory", help="module:function building a simulated server")
     args = parser.parse_args(argv)
     extra = {name: _load_class(path) for name, _, path in (item.partition("=") for item in args.extra)}
-    _serve(args.fd, _checked_names(args.servers.split(","), extra), args.max_workspaces, args.parent_pid, extra)
+    simulated = (
+        SimulatedServers(Path(args.simulated_dir), args.simulated_factory)
+        if args.simulated_dir and args.simulated_factory
+        else None
+    )
+    names = _checked_names(args.servers.split(","), extra)
+    _serve(args.fd, names, args.max_workspaces, args.parent_pid, extra, simulated)
     return 0
