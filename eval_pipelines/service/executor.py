@@ -355,7 +355,7 @@ class RunExecutor:
             settings=RunSettings.of(request),
             model_config=resolved,
             user_model_config=resolved_user,
-            tool_server_urls=self.runtime.tool_server_urls(),
+            tool_server_urls=scenario.tool_server_urls(self.runtime.tool_server_urls()),
             verifiers_dir=verifiers_dir,
             timeout_seconds=timeout_seconds,
             store=self.store,
