@@ -77,7 +77,7 @@ from eval_pipelines.toolservers.npc import (
     withheld_secrets,
 )
 from eval_pipelines.users import User, UserSimulatorError, UserTurn, build_user
-from eval_pipelines.verifiers.isolation import VerifierPool
+from eval_pipelines.verifiers.isolation import VerifierLease, VerifierPool
 from eval_pipelines.verifiers.loader import VerifierPackage
 from eval_pipelines.verifiers.protocol import combine, verify_task
 from eval_pipelines.verifiers.simlab_view import simlab_task
@@ -225,7 +225,7 @@ class RolloutEngine:
         agent_factory: AgentFactory = default_agent_factory,
         tool_timeout_seconds: float = 90.0,
         background_cleanup: bool = False,
-        verifier_pool: VerifierPool | None = None,
+        verifier_pool: VerifierPool | VerifierLease | None = None,
     ) -> None:
         self.clients = clients
         self.admin = admin

@@ -48,7 +48,7 @@ from eval_pipelines.service.rollout_job import (
 from eval_pipelines.service.store import NewRollout, Runner, RunStore
 from eval_pipelines.service.workers import WorkerJob, WorkerProcess, rollout_workers, split_parallel
 from eval_pipelines.toolservers.admin import DEFAULT_MAX_CONNECTIONS, ToolServerAdmin
-from eval_pipelines.verifiers.isolation import VerifierPool
+from eval_pipelines.verifiers.isolation import VerifierLease, VerifierPool
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +128,8 @@ class RunExecutor:
         self.artifacts_dir = artifacts_dir
         self.runner = Runner.current()
         self._cancel_events: dict[str, asyncio.Event] = {}
+        #: Contained verifier workers, one per package, shared by every run this executor runs (`close()`).
+        self.verifiers = VerifierPool()
 
     # -- launch / resume / cancel -----------------------------------------------------------------------
     def scenario(self, scenario_id: str) -> ScenarioFiles:
@@ -215,6 +217,10 @@ class RunExecutor:
             raise NotFound(f"run {run_id!r} not found")
         shutil.rmtree(self.artifacts_dir / run_id, ignore_errors=True)
         return deleted
+
+    def close(self) -> None:
+        """Stop the verifier workers (blocking: each gets a moment to stop)."""
+        self.verifiers.close()
 
     def fail_own_interrupted(self) -> int:
         """On shutdown: this executor's rollouts that were stopped mid-way are failed (resumable later)."""
@@ -342,13 +348,14 @@ class RunExecutor:
         self._cancel_events[run_id] = cancel
         clients = ChatClientPool(max_concurrency=parallel)
         admin = ToolServerAdmin(max_connections=max(parallel, DEFAULT_MAX_CONNECTIONS))
-        verifiers = VerifierPool(request.get("verifier_timeout_seconds") or DEFAULT_VERIFIER_TIMEOUT_SECONDS)
         verifiers_dir = self._verifiers_dir(scenario)
+        verifiers: VerifierLease | None = None
         if verifiers_dir is not None:
-            # While the first rollouts provision and run their agents, not when their verdicts are due.
-            threading.Thread(
-                target=verifiers.warm, args=(verifiers_dir,), name="warm-verifier-worker", daemon=True
-            ).start()
+            timeout = request.get("verifier_timeout_seconds") or DEFAULT_VERIFIER_TIMEOUT_SECONDS
+            verifiers = await asyncio.to_thread(self.verifiers.lease, verifiers_dir, timeout)
+            if verifiers.needs_warming:
+                # While the first rollouts provision and run their agents, not when their verdicts are due.
+                threading.Thread(target=verifiers.warm, name="warm-verifier-worker", daemon=True).start()
         job = RolloutJob(
             run_id=run_id,
             scenario=scenario,
@@ -391,8 +398,8 @@ class RunExecutor:
             await job.engine.drain()
             await clients.aclose()
             await admin.aclose()
-            # The verifier workers stop on their own time: the run is over, and its caller must not wait for them.
-            threading.Thread(target=verifiers.close, name="close-verifier-workers", daemon=True).start()
+            if verifiers is not None:
+                verifiers.release()  # the worker stays up for the package's next run
             if self._cancel_events.get(run_id) is cancel:
                 del self._cancel_events[run_id]
 

@@ -88,6 +88,7 @@ async def _run_job() -> None:
     finally:
         receiving.cancel()
         executor.fail_own_interrupted()
+        executor.close()
 
 
 def main() -> int:

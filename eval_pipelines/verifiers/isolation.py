@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ from eval_pipelines.schemas.limits import VERIFIER_MAX_TASKS
 from eval_pipelines.schemas.runs import DEFAULT_VERIFIER_TIMEOUT_SECONDS
 from eval_pipelines.schemas.verifiers import VerifierKind, VerifierOutcome
 from eval_pipelines.verifiers import reach
-from eval_pipelines.verifiers.loader import load_verifier_package, verifier_version
+from eval_pipelines.verifiers.loader import load_verifier_package, package_version, verifier_version
 from eval_pipelines.verifiers.protocol import VerifierSource, verify_module
 from eval_pipelines.verifiers.simlab_view import install_collinear_shims
 
@@ -439,6 +440,11 @@ class IsolatedVerifierRunner:
         """Start the worker now (it loads the package); WorkerStartError when the package cannot be loaded."""
         self._ensure_worker()
 
+    @property
+    def is_running(self) -> bool:
+        """Whether a worker is up (started and not stopped or discarded since)."""
+        return self._worker is not None
+
     def _ensure_worker(self) -> _Worker:
         if self._worker is None:
             self._worker = self._start()
@@ -574,11 +580,18 @@ class _Package:
     for a round trip each. `lock` is held around every use of the runner (a batch, warming, closing)."""
 
     runner: IsolatedVerifierRunner
+    #: The package's content hash when its worker was made; a run leases the package of the version it started on.
+    version: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
     waiting: list[tuple[VerifyJob, concurrent.futures.Future[list[VerifierOutcome]]]] = field(default_factory=list)
     #: Whether a thread is draining `waiting` (guarded by `mutex`); one at a time, so the batches stay whole.
     draining: bool = False
     mutex: threading.Lock = field(default_factory=threading.Lock)
+    #: Guarded by the pool's `_guard`: runs and verifications holding the package, when it was last let go,
+    #: and whether a newer version took its place (it is stopped once nobody holds it).
+    users: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    retired: bool = False
 
     def submit(self, job: VerifyJob) -> concurrent.futures.Future[list[VerifierOutcome]]:
         future: concurrent.futures.Future[list[VerifierOutcome]] = concurrent.futures.Future()
@@ -619,46 +632,121 @@ class _Package:
                 [_failed(m, self.runner.version_of(m), f"Verifier error: {exc}") for m in job.modules] for job in jobs
             ]
 
+    def warm(self) -> None:
+        with self.lock, contextlib.suppress(WorkerStartError):
+            self.runner.start()
+
+    @property
+    def warm_already(self) -> bool:
+        return self.runner.is_running
+
+    def close(self) -> None:
+        with self.lock:
+            self.runner.close()
+
+
+def _verify_job(artifacts: RunArtifacts, modules: Sequence[str]) -> VerifyJob:
+    # JSON text, encoded by pydantic's compiled serializer: a nested dict would be built in Python, pickled
+    # and validated field by field on the other side.
+    return VerifyJob(artifacts.model_dump_json().encode(), tuple(modules))
+
+
+#: How long a package's worker may sit unused before the pool stops it (a service serving many scenarios would
+#: otherwise keep a worker per scenario it ever ran).
+DEFAULT_POOL_IDLE_SECONDS = 600.0
+
 
 class VerifierPool:
     """Contained verification for a process that verifies rollouts one by one as they finish (the rollout engine):
-    one `IsolatedVerifierRunner` per verifier package, kept warm and fed from a thread of its own, so the event
-    loop never waits on verifier code and a verifier's crash costs one verdict. Verifications that arrive while
-    the worker is busy go to it together as one batch (`_Package`)."""
+    one `IsolatedVerifierRunner` per verifier package (and verifier timeout), kept warm and fed from a thread of
+    its own, so the event loop never waits on verifier code and a verifier's crash costs one verdict (the runner
+    replaces its worker). Verifications that arrive while the worker is busy go to it together as one batch
+    (`_Package`).
 
-    def __init__(self, timeout_seconds: float = DEFAULT_VERIFIER_TIMEOUT_SECONDS) -> None:
+    One pool serves every run of a process: a run of one rollout would otherwise pay a worker's start-up (an
+    interpreter, the schemas, the package) for one verdict. A run `lease`s its package when it starts: the
+    lease pins the package version current then, so every verdict of the run comes from one version; a run
+    that starts after the package changed gets a new worker, and the old one stops once its last run is done.
+    A worker unused for `idle_seconds` is stopped."""
+
+    def __init__(
+        self,
+        timeout_seconds: float = DEFAULT_VERIFIER_TIMEOUT_SECONDS,
+        *,
+        idle_seconds: float = DEFAULT_POOL_IDLE_SECONDS,
+    ) -> None:
         self.timeout_seconds = timeout_seconds
-        self._packages: dict[Path, _Package] = {}
+        self.idle_seconds = idle_seconds
+        self._packages: dict[tuple[Path, float], _Package] = {}
         self._guard = threading.Lock()
 
-    def _package(self, verifiers_dir: Path) -> _Package:
+    def _acquire(self, verifiers_dir: Path, timeout_seconds: float, version: str | None) -> _Package:
+        """The package's current `_Package`, held (`users`) until `_release`; `version`: the one the caller
+        needs, replacing a package of another version (None: whichever is current)."""
+        key = (verifiers_dir, timeout_seconds)
+        stopping: list[_Package] = []
         with self._guard:
-            if verifiers_dir not in self._packages:
+            stopping += self._take_idle()
+            package = self._packages.get(key)
+            if package is None or (version is not None and package.version != version):
+                if package is not None:
+                    package.retired = True
+                    if package.users == 0:
+                        stopping.append(package)
                 # Each rollout's verdict stands on its own: a module that keeps crashing the worker is retried
-                # for every rollout, as it was when each rollout had a run of its own, instead of being skipped
-                # for the rest of whichever batch its failures fell in.
+                # for every rollout, instead of being skipped for the rest of whichever batch its failures fell in.
                 runner = IsolatedVerifierRunner(
-                    verifiers_dir, timeout_seconds=self.timeout_seconds, max_worker_failures=sys.maxsize
+                    verifiers_dir, timeout_seconds=timeout_seconds, max_worker_failures=sys.maxsize
                 )
-                self._packages[verifiers_dir] = _Package(runner)
-            return self._packages[verifiers_dir]
+                package = _Package(runner, version if version is not None else package_version(verifiers_dir))
+                self._packages[key] = package
+            package.users += 1
+        _stop_in_background(stopping)
+        return package
+
+    def _release(self, package: _Package) -> None:
+        with self._guard:
+            package.users -= 1
+            package.last_used = time.monotonic()
+            stop = package.retired and package.users == 0
+        if stop:
+            _stop_in_background([package])
+
+    def _take_idle(self) -> list[_Package]:
+        """Under `_guard`: remove and return the packages nobody has held for `idle_seconds`."""
+        now = time.monotonic()
+        idle = [
+            key
+            for key, package in self._packages.items()
+            if package.users == 0 and now - package.last_used > self.idle_seconds
+        ]
+        return [self._packages.pop(key) for key in idle]
+
+    def lease(self, verifiers_dir: Path, timeout_seconds: float | None = None) -> VerifierLease:
+        """Hold the package's worker for one run, at the package's version now (release the lease when the run
+        ends). Reads the package's sources once, to know its version."""
+        timeout = timeout_seconds or self.timeout_seconds
+        package = self._acquire(verifiers_dir, timeout, package_version(verifiers_dir))
+        return VerifierLease(self, verifiers_dir, package)
 
     def warm(self, verifiers_dir: Path) -> None:
         """Blocking: start the package's worker now, so the first verdicts of a run do not wait for its start-up
         (a fifth of a second of imports and loading, which every rollout of the first wave would wait out).
         A package that cannot load is left to the first verification, which reports it as that verdict."""
-        package = self._package(verifiers_dir)
-        with package.lock, contextlib.suppress(WorkerStartError):
-            package.runner.start()
+        package = self._acquire(verifiers_dir, self.timeout_seconds, None)
+        try:
+            package.warm()
+        finally:
+            self._release(package)
 
     def submit(
         self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts
     ) -> concurrent.futures.Future[list[VerifierOutcome]]:
         """Queue one rollout's verification; the future holds its outcomes, one per module."""
-        # JSON text, encoded by pydantic's compiled serializer: a nested dict would be built in Python, pickled
-        # and validated field by field on the other side.
-        job = VerifyJob(artifacts.model_dump_json().encode(), tuple(modules))
-        return self._package(verifiers_dir).submit(job)
+        package = self._acquire(verifiers_dir, self.timeout_seconds, None)
+        future = package.submit(_verify_job(artifacts, modules))
+        future.add_done_callback(lambda _: self._release(package))
+        return future
 
     def verify_now(self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts) -> list[VerifierOutcome]:
         """Blocking: run the task's verifiers over one rollout's artifacts in the package's worker."""
@@ -670,11 +758,56 @@ class VerifierPool:
         return await asyncio.wrap_future(self.submit(verifiers_dir, modules, artifacts))
 
     def close(self) -> None:
+        """Stop every worker (blocking)."""
         with self._guard:
             packages, self._packages = list(self._packages.values()), {}
         for package in packages:
-            with package.lock:
-                package.runner.close()
+            package.close()
+
+
+def _stop_in_background(packages: list[_Package]) -> None:
+    # Whoever let go of a package (a run ending, a run starting) must not wait for its worker to stop.
+    if packages:
+        threading.Thread(target=_stop_all, args=(packages,), name="stop-verifier-workers", daemon=True).start()
+
+
+def _stop_all(packages: list[_Package]) -> None:
+    for package in packages:
+        package.close()
+
+
+class VerifierLease:
+    """One run's hold on its verifier package's shared worker (`VerifierPool.lease`): every verification of the
+    run goes to the package version that was current when the run started. `release()` when the run ends."""
+
+    def __init__(self, pool: VerifierPool, verifiers_dir: Path, package: _Package) -> None:
+        self.pool = pool
+        self.verifiers_dir = verifiers_dir
+        self.version = package.version
+        self._package: _Package | None = package
+
+    @property
+    def needs_warming(self) -> bool:
+        return self._package is not None and not self._package.warm_already
+
+    def warm(self) -> None:
+        """Blocking: start the worker unless it runs already (see `VerifierPool.warm`)."""
+        if self._package is not None:
+            self._package.warm()
+
+    async def verify(
+        self, verifiers_dir: Path, modules: Sequence[str], artifacts: RunArtifacts
+    ) -> list[VerifierOutcome]:
+        if self._package is None:
+            raise RuntimeError("the verifier lease was released: its run is over")
+        if verifiers_dir != self.verifiers_dir:
+            raise ValueError(f"this run's verifiers are {self.verifiers_dir}, not {verifiers_dir}")
+        return await asyncio.wrap_future(self._package.submit(_verify_job(artifacts, modules)))
+
+    def release(self) -> None:
+        package, self._package = self._package, None
+        if package is not None:
+            self.pool._release(package)
 
 
 def _is_outcome(
@@ -706,6 +839,7 @@ __all__ = [
     "DEFAULT_VERIFIER_TIMEOUT_SECONDS",
     "SIMLAB_VERIFIER_SETTINGS",
     "IsolatedVerifierRunner",
+    "VerifierLease",
     "VerifierPool",
     "VerifierSourceSpec",
     "VerifyJob",

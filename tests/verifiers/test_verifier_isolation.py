@@ -154,7 +154,7 @@ def test_a_pool_warmed_at_run_start_verifies_with_the_worker_it_started(make_pac
     pool = VerifierPool(timeout_seconds=30)
     try:
         pool.warm(folder)
-        runner = pool._package(folder).runner
+        runner = pool._packages[(folder, pool.timeout_seconds)].runner
         assert runner._worker is not None and runner._worker.process.poll() is None
         started = runner._worker.process.pid
         assert [o.message for o in pool.verify_now(folder, ["ok"], _artifacts("r"))] == ["fine: r"]
@@ -194,7 +194,7 @@ GATED = {
 
 def _counting_batches(pool: VerifierPool, folder: Path) -> list[int]:
     """The size of every batch the pool's runner for `folder` is sent, in order."""
-    runner = pool._package(folder).runner
+    runner = pool._packages[(folder, pool.timeout_seconds)].runner
     sizes: list[int] = []
     run = runner.run
 
