@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader
 
-from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
+from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.runtime.local import shared_runtime
 from eval_pipelines.service.auth import API_KEY_HEADER, Permission
 from eval_pipelines.service.caller_workspaces import CallerWorkspaces
+from eval_pipelines.service.catalog import ReusingScenarioCatalog
 from eval_pipelines.service.executor import RunExecutor
 from eval_pipelines.service.layout import service_paths
 from eval_pipelines.service.scheduler import RunScheduler
@@ -29,7 +31,7 @@ class EvaluationService:
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
         store_path, artifacts_dir = service_paths(settings.data_dir)
-        self.catalog = ScenarioCatalog(settings.scenarios_dir)
+        self.catalog = ReusingScenarioCatalog(settings.scenarios_dir)
         self.store = RunStore(store_path)
         self.runtime = shared_runtime(self.catalog)
         self.executor = RunExecutor(
@@ -71,6 +73,7 @@ class EvaluationService:
         await self.jobs.aclose()
         await self.scheduler.aclose(self.settings.drain_seconds)
         await self.caller_workspaces.aclose()
+        await asyncio.to_thread(self.executor.close)
 
     def scenario(self, scenario_id: str) -> ScenarioFiles:
         return self.executor.scenario(scenario_id)
