@@ -6,7 +6,10 @@ inspect-ai pins packages this project pins differently; so this file imports not
 The task: one `Sample` per rollout of the benchmark scenario (a copy of email_ops_011: 5 tool calls and a final
 answer). Tools are Inspect `@tool` functions over a per-sample mailbox in the sample `store()`, seeded from the
 scenario's own seed files and following the built-in email server's semantics (same tool names, parameters and
-state layout), so the scenario's own state verifier (standard library only) scores the final mailbox.
+state layout), so the scenario's own state verifier (standard library only) scores the final mailbox. The store
+holds that live mailbox and nothing else: the initial mailbox the verifier compares it with is the same for every
+sample, so it is built once and kept in the scorer's closure (Inspect snapshots the whole store around every
+span, and a second copy there would cost Inspect work our side does not do).
 
 Two zero-latency models:
 - `mockllm`: Inspect's `mockllm/model` with a callable `custom_outputs` that replays the reference actions from
@@ -40,7 +43,6 @@ arguments passed and the settings Inspect resolved from them.
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime as dt
 import importlib
 import json
@@ -344,12 +346,16 @@ EMAIL_TOOLS = (
 # --- task ------------------------------------------------------------------------------------------------------
 
 
+#: The only key the task keeps in a sample's `store()`. Inspect snapshots the whole store around every span (each
+#: solver, tool call and scorer) to record its changes, so a second copy of the mailbox there would double that
+#: work on Inspect's side only; the initial mailbox, the same for every sample, lives in the scorer's closure.
+STORE_KEYS = ("mailbox",)
+
+
 @solver
 def seed_mailbox(seed_files: list[dict[str, Any]]) -> Solver:
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        mailbox = seeded_mailbox(seed_files)
-        store().set("initial", copy.deepcopy(mailbox))
-        store().set("mailbox", mailbox)
+        store().set("mailbox", seeded_mailbox(seed_files))
         return state
 
     return solve
@@ -365,9 +371,11 @@ def load_check(scenario_dir: Path, verifier: str) -> Any:
 
 
 @scorer(metrics=[accuracy()])
-def mailbox_state(check: Any) -> Any:
+def mailbox_state(check: Any, initial: dict[str, Any]) -> Any:
+    """`initial` is shared by every sample: the scenario's verifiers only read the states they judge."""
+
     async def score(state: TaskState, target: Target) -> Score:
-        passed, message = check(store().get("initial"), store().get("mailbox"))
+        passed, message = check(initial, store().get("mailbox"))
         return Score(value=CORRECT if passed else INCORRECT, explanation=message)
 
     return score
@@ -390,7 +398,7 @@ def build_task(scenario_dir: Path, task_file: Path, samples: int) -> tuple[Task,
             use_tools([make() for make in EMAIL_TOOLS]),
             generate(),
         ],
-        scorer=mailbox_state(load_check(scenario_dir, spec["verifiers"][0])),
+        scorer=mailbox_state(load_check(scenario_dir, spec["verifiers"][0]), seeded_mailbox(seed_files)),
     )
     return task, spec
 
@@ -486,6 +494,12 @@ def resolved_settings(log: Any, settings: str) -> dict[str, Any]:
     }
 
 
+def store_keys(log: Any) -> list[str]:
+    """Every key any sample left in its `store()`, read back from the log: the report shows what Inspect
+    snapshotted around each span."""
+    return sorted({key for sample in log.samples or [] for key in (sample.store or {})})
+
+
 def outcome(log: Any) -> tuple[int, int, str]:
     """(scored, passed, status) of an eval log. Reading the samples back loads the log file, so callers do it
     after the clock stops."""
@@ -546,6 +560,7 @@ def main(argv: list[str] | None = None) -> int:
                     "settings": args.settings,
                     "eval_args": EVAL_SETTINGS[args.settings],
                     "resolved": resolved_settings(log, args.settings),
+                    "store_keys": store_keys(log),
                 },
             }
         )
