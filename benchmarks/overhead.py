@@ -1,6 +1,6 @@
 """Orchestration overhead versus Inspect AI, side by side in one run on the same machine.
 
-    .venv/bin/python benchmarks/overhead.py                  # 200 x 1 (add 100x5 for epochs), median of 3 per side
+    .venv/bin/python benchmarks/overhead.py                  # 200 x 1 (add 100x5 for epochs), 5 paired repetitions
 
 Targets, every one held at every size: ours at least 3x the throughput of Inspect's lean in-process mockllm
 (its fastest configuration); at most 12 CPU-ms and 15,000 bytes on disk per rollout.
@@ -23,6 +23,18 @@ own state verifier, against a zero-latency model.
 - **inspect-mockllm-lean**: the lean settings on Inspect's in-process `mockllm`, with usage given explicitly so
   it counts no tokens: no model HTTP at all, which our side always makes. Inspect's fastest configuration, so
   the throughput target is held against it.
+
+On every Inspect side the sample `store()` holds the live mailbox only (the initial one is in the scorer's
+closure): Inspect snapshots the whole store around every span, so a second copy there would slow Inspect down
+for a reason of this benchmark's making. Each Inspect side reports the store keys its samples left, read back
+from its log.
+
+Paired alternation: every repetition runs every side once, back to back, ours next to the headline side, and
+the order flips from one repetition to the next (ours first, then ours last), so a change in the machine's load
+(it is shared) falls on both members of a pair alike. Each ratio is computed per repetition (ours against that
+repetition's run of the other side) and reported as the median of those per-pair ratios with their min and max;
+the per-side figures are medians over the repetitions. The 1-minute load average is recorded before, after and
+at the end of every run.
 
 Every Inspect side records the eval() arguments it passed and the settings Inspect resolved from them (read back
 from Inspect) in the JSON, and the Markdown lists them. The Inspect children run with `INSPECT_*` variables
@@ -98,7 +110,7 @@ TARGET_RATIO = 3.0
 TARGET_CPU_MS_PER_ROLLOUT = 12.0
 TARGET_BYTES_PER_ROLLOUT = 15_000
 DEFAULT_SIZES = ("200x1",)
-DEFAULT_REPEATS = 3
+DEFAULT_REPEATS = 5
 CHILD_TIMEOUT_SECONDS = 1800.0
 
 
@@ -202,6 +214,37 @@ def summarise(raw: dict[str, Any]) -> dict[str, Any]:
 # --- the run ----------------------------------------------------------------------------------------------------
 
 
+def repetition_order(sides: list[str], repeat: int) -> list[str]:
+    """The order of one repetition: ours beside the headline side, then the other Inspect sides, reversed on
+    odd repetitions so neither member of a pair always runs first."""
+    ranked = [side for side in (OURS, HEADLINE, INSPECT_OPENAI_LEAN, INSPECT_OPENAI) if side in sides]
+    return ranked if repeat % 2 == 0 else ranked[::-1]
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {
+        "min": round(min(values), 2),
+        "median": round(statistics.median(values), 2),
+        "max": round(max(values), 2),
+    }
+
+
+def paired_ratios(ours_runs: list[dict[str, Any]], other_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ours against another side, one ratio per repetition (the two runs of a repetition ran back to back):
+    the median of those, and their min/median/max. Both read "how many times better ours is"."""
+    others = {run["repeat"]: run for run in other_runs}
+    pairs = [(run, others[run["repeat"]]) for run in ours_runs if run["repeat"] in others]
+    throughput = [ours["rollouts_per_second"] / other["rollouts_per_second"] for ours, other in pairs]
+    cpu = [other["cpu_ms_per_rollout"] / ours["cpu_ms_per_rollout"] for ours, other in pairs]
+    return {
+        "throughput": round(statistics.median(throughput), 2),
+        "cpu_per_rollout": round(statistics.median(cpu), 2),
+        "throughput_spread": spread(throughput),
+        "cpu_per_rollout_spread": spread(cpu),
+        "pairs": len(pairs),
+    }
+
+
 MEDIAN_KEYS = (
     "rollouts_per_second",
     "cpu_ms_per_rollout",
@@ -216,14 +259,6 @@ def _median(results: list[dict[str, Any]], key: str) -> float:
     return round(statistics.median(r[key] for r in results), 2)
 
 
-def ratios(ours: dict[str, Any], other: dict[str, Any]) -> dict[str, float]:
-    """Both read "how many times better ours is": > 1 means ours is ahead on that measure."""
-    return {
-        "throughput": round(ours["rollouts_per_second"] / other["rollouts_per_second"], 2),
-        "cpu_per_rollout": round(other["cpu_ms_per_rollout"] / ours["cpu_ms_per_rollout"], 2),
-    }
-
-
 def side_settings(side: str, max_parallel: int, inspect: dict[str, Any] | None) -> dict[str, Any]:
     """What a side ran with: for Inspect, what its child passed to eval() and what Inspect resolved."""
     if side == OURS:
@@ -231,22 +266,40 @@ def side_settings(side: str, max_parallel: int, inspect: dict[str, Any] | None) 
             "path": "pipeline.steps.run_and_collect on the embedded local service (no Dagster)",
             "model": "sim-oracle over HTTP",
             "max_parallel": max_parallel,
+            "tools": "the built-in email server over HTTP, a workspace per rollout",
+            "recorded": "SQLite run store, state snapshots and diffs, artifacts, traces, Parquet rows",
+            "warmup_rollouts": 2,
         }
     model, settings = INSPECT_SIDES[side]
-    return {"model_kind": model, "settings": settings, **(inspect or {})}
+    return {
+        "model_kind": model,
+        "settings": settings,
+        "tools": "@tool functions over the sample store's mailbox, in process",
+        "initial_state": "scorer closure (not in the store)",
+        "warmup_samples": 2,
+        **(inspect or {}),
+    }
 
 
 def settings_text(settings: dict[str, Any]) -> str:
     """One line for the Markdown table: the eval() arguments given, then what they resolved to."""
     if "eval_args" not in settings:
-        return f"{settings.get('path', '')}; max_parallel {settings.get('max_parallel')}"
+        return (
+            f"{settings.get('path', '')}; {settings.get('model')}; max_parallel {settings.get('max_parallel')}; "
+            f"tools: {settings.get('tools')}; recorded: {settings.get('recorded')}; "
+            f"warm-up {settings.get('warmup_rollouts')} rollouts"
+        )
     given = ", ".join(f"{name}={value!r}" for name, value in settings["eval_args"].items()) or "none (defaults)"
     resolved = dict(settings.get("resolved", {}))
     if resolved.get("display") == "full" and resolved.pop("stdout_is_tty", None) is False:
         resolved["display"] = "full (rich: stdout not a TTY)"
     resolved.pop("stdout_is_tty", None)
     shown = ", ".join(f"{name}={value}" for name, value in resolved.items())
-    return f"Inspect {settings.get('version')}, `{settings.get('model')}`; eval() args: {given}; resolved: {shown}"
+    return (
+        f"Inspect {settings.get('version')}, `{settings.get('model')}`; eval() args: {given}; resolved: {shown}; "
+        f"tools: {settings.get('tools')}; store keys: {settings.get('store_keys')}; initial state: "
+        f"{settings.get('initial_state')}; warm-up {settings.get('warmup_samples')} samples"
+    )
 
 
 def run(
@@ -267,9 +320,7 @@ def run(
     with ModelEndpoint(scenario.scenarios_dir, in_process=in_process) as endpoint:
         for samples, epochs in sizes:
             for repeat in range(repeats):
-                # Rotating the order spreads slow drifts in the machine's load over every side.
-                order = active[repeat % len(active) :] + active[: repeat % len(active)]
-                for side in order:
+                for side in repetition_order(active, repeat):
                     run_dir = workdir / f"{side}-{samples}x{epochs}-{repeat}"
                     result = run_side(
                         side, samples, epochs, max_parallel, scenario.scenarios_dir, scenario.scenario_dir,
@@ -283,25 +334,9 @@ def run(
                         {"side": side, "samples": samples, "epochs": epochs, "repeat": repeat, "load": load_average()}
                         | result
                     )
-    comparisons: list[dict[str, Any]] = []
-    for samples, epochs in sizes:
-        rows = {
-            side: [m for m in measurements if m["side"] == side and (m["samples"], m["epochs"]) == (samples, epochs)]
-            for side in active
-        }
-        medians = {
-            side: {key: _median(results, key) for key in MEDIAN_KEYS}
-            | {"passed": min(r["passed"] for r in results), "rollouts": results[0]["rollouts"]}
-            for side, results in rows.items()
-            if results
-        }
-        ours_vs = (
-            {other: ratios(medians[OURS], medians[other]) for other in INSPECT_SIDES if other in medians}
-            if OURS in medians
-            else {}
-        )
-        comparisons.append({"samples": samples, "epochs": epochs, "medians": medians, "ours_vs": ours_vs})
+    comparisons = [compare(measurements, samples, epochs, active) for samples, epochs in sizes]
     targets = target_verdicts(comparisons)
+    loads = [m["load"][0] for m in measurements]
     return {
         "benchmark": "overhead",
         "command": command_line(),
@@ -322,9 +357,30 @@ def run(
         "measurements": measurements,
         "load_average_before": load_before,
         "load_average_after": load_average(),
+        "load_average_range": spread(loads) if loads else None,
         "machine": machine(),
         "measured_at": now_iso(),
     }
+
+
+def compare(measurements: list[dict[str, Any]], samples: int, epochs: int, active: list[str]) -> dict[str, Any]:
+    """One size: each side's medians over its repetitions, and ours against each Inspect side pair by pair."""
+    rows = {
+        side: [m for m in measurements if m["side"] == side and (m["samples"], m["epochs"]) == (samples, epochs)]
+        for side in active
+    }
+    medians = {
+        side: {key: _median(results, key) for key in MEDIAN_KEYS}
+        | {"passed": min(r["passed"] for r in results), "rollouts": results[0]["rollouts"]}
+        for side, results in rows.items()
+        if results
+    }
+    ours_vs = (
+        {other: paired_ratios(rows[OURS], rows[other]) for other in INSPECT_SIDES if rows.get(other)}
+        if rows.get(OURS)
+        else {}
+    )
+    return {"samples": samples, "epochs": epochs, "medians": medians, "ours_vs": ours_vs}
 
 
 def target_verdicts(comparisons: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -350,10 +406,14 @@ def target_verdicts(comparisons: list[dict[str, Any]]) -> dict[str, dict[str, An
 
 
 def markdown(report: dict[str, Any]) -> str:
+    loads = report.get("load_average_range") or {}
     lines = [
         f"Overhead vs Inspect AI (`{report['command']}`; concurrency {report['max_parallel']}, "
-        f"median of {report['repeats']}, load {report['load_average_before'][0]} -> "
-        f"{report['load_average_after'][0]} on {report['machine']['cpus']} CPUs)",
+        f"{report['repeats']} paired repetitions, order alternating; 1-minute load average "
+        f"{report['load_average_before'][0]} before, {loads.get('min')} to {loads.get('max')} across the runs, "
+        f"{report['load_average_after'][0]} after, on {report['machine']['cpus']} CPUs)",
+        "",
+        "Per-side figures are medians over the repetitions; a ratio is the median of the per-pair ratios [min-max].",
         "",
         "| samples x epochs | side | rollouts/s | CPU-ms/rollout (process) | endpoint CPU-ms/rollout | "
         "bytes/rollout | passed | throughput: ours / Inspect | CPU-ms: Inspect / ours |",
@@ -362,7 +422,12 @@ def markdown(report: dict[str, Any]) -> str:
     for comparison in report["comparisons"]:
         for side, m in comparison["medians"].items():
             ratio = comparison["ours_vs"].get(side)
-            versus = f"**{ratio['throughput']}x** | {ratio['cpu_per_rollout']}x" if ratio else " | "
+            versus = (
+                f"**{ratio['throughput']}x** {ratio_range(ratio, 'throughput')} | "
+                f"{ratio['cpu_per_rollout']}x {ratio_range(ratio, 'cpu_per_rollout')}"
+                if ratio
+                else " | "
+            )
             lines.append(
                 f"| {comparison['samples']} x {comparison['epochs']} | {side} | {m['rollouts_per_second']} | "
                 f"{m['cpu_ms_per_rollout']} | {m['endpoint_cpu_ms_per_rollout']} | {int(m['bytes_per_rollout']):,} | "
@@ -379,6 +444,12 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def ratio_range(ratio: dict[str, Any], measure: str) -> str:
+    """ "[min-max]" of a ratio's per-pair values."""
+    values = ratio[f"{measure}_spread"]
+    return f"[{values['min']}-{values['max']}]"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", nargs="+", type=parse_size, default=[parse_size(s) for s in DEFAULT_SIZES])
@@ -387,7 +458,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-parallel", type=int, default=10, help="rollouts in flight (Inspect: max_samples = max_connections)"
     )
     parser.add_argument(
-        "--repeats", type=int, default=DEFAULT_REPEATS, help="runs per side and size; the median is reported"
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help="paired repetitions per size (every side once each); medians and per-pair ratio spreads are reported",
     )
     parser.add_argument("--workdir", type=Path, default=None, help="keep the run folders here")
     parser.add_argument("--out", default=str(RESULTS_DIR), help="where overhead.{json,md} go ('' = nowhere)")

@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from benchmarks._common import INSPECT_PYTHON
-from benchmarks.overhead import INSPECT_SIDES, SIDES, inspect_environment, main
+from benchmarks.overhead import (
+    HEADLINE,
+    INSPECT_SIDES,
+    OURS,
+    SIDES,
+    inspect_environment,
+    main,
+    paired_ratios,
+    repetition_order,
+)
 
 LEAN_ARGS = {"log_realtime": False, "display": "none", "ctl_server": False, "score_display": False}
 
@@ -39,6 +48,36 @@ def test_bench_overhead_ours_runs_and_reports(tmp_path: Path) -> None:
     assert "| 4 x 1 | ours |" in (tmp_path / "overhead.md").read_text()
 
 
+def test_bench_overhead_alternates_each_pair_back_to_back() -> None:
+    orders = [repetition_order(list(SIDES), repeat) for repeat in range(4)]
+
+    for order in orders:
+        assert sorted(order) == sorted(SIDES)
+        # Ours and the headline side always run one right after the other...
+        assert abs(order.index(OURS) - order.index(HEADLINE)) == 1
+    # ...and which of the two goes first alternates.
+    assert [order.index(OURS) < order.index(HEADLINE) for order in orders] == [True, False, True, False]
+
+
+def test_bench_overhead_ratios_are_per_pair_not_of_medians() -> None:
+    def runs(rates: list[float], cpu_ms: list[float]) -> list[dict[str, float]]:
+        return [
+            {"repeat": i, "rollouts_per_second": rate, "cpu_ms_per_rollout": cpu}
+            for i, (rate, cpu) in enumerate(zip(rates, cpu_ms, strict=True))
+        ]
+
+    # Per pair: throughput 2x, 5x, 1x; CPU 4x, 1x, 3x. Medians of each side would give 20/5 = 4x and 30/10 = 3x.
+    ours = runs([10.0, 20.0, 30.0], [10.0, 20.0, 10.0])
+    other = runs([5.0, 4.0, 30.0], [40.0, 20.0, 30.0])
+
+    ratio = paired_ratios(ours, other)
+
+    assert ratio["throughput"] == 2.0 and ratio["cpu_per_rollout"] == 3.0
+    assert ratio["throughput_spread"] == {"min": 1.0, "median": 2.0, "max": 5.0}
+    assert ratio["cpu_per_rollout_spread"] == {"min": 1.0, "median": 3.0, "max": 4.0}
+    assert ratio["pairs"] == 3
+
+
 def test_bench_overhead_inspect_children_do_not_inherit_inspect_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     # An exported INSPECT_DISPLAY or INSPECT_EVAL_CTL_SERVER would silently change what "default" measures.
     monkeypatch.setenv("INSPECT_DISPLAY", "plain")
@@ -54,7 +93,7 @@ def test_bench_overhead_inspect_children_do_not_inherit_inspect_settings(monkeyp
 @pytest.mark.slow
 @pytest.mark.skipif(not INSPECT_PYTHON.is_file(), reason="benchmarks/.venv-inspect (inspect-ai) is not installed")
 def test_bench_overhead_inspect_sides_score_the_same_task(tmp_path: Path) -> None:
-    main(["--sizes", "3x1", "--repeats", "1", "--out", str(tmp_path)])
+    main(["--sizes", "3x1", "--repeats", "2", "--out", str(tmp_path)])
 
     report = json.loads((tmp_path / "overhead.json").read_text())
     (comparison,) = report["comparisons"]
@@ -63,7 +102,8 @@ def test_bench_overhead_inspect_sides_score_the_same_task(tmp_path: Path) -> Non
         assert side["rollouts"] == 3 and side["passed"] == 3  # the same verifier passes the same replayed actions
         assert side["bytes_per_rollout"] > 0  # ours: the data folder; Inspect: its .eval log
     assert set(comparison["ours_vs"]) == set(INSPECT_SIDES)
-    calls = {m["side"]: m["endpoint_chat_completions"] for m in report["measurements"]}
+    assert {ratio["pairs"] for ratio in comparison["ours_vs"].values()} == {2}
+    calls = {m["side"]: m["endpoint_chat_completions"] for m in report["measurements"] if m["repeat"] == 0}
     # Both HTTP sides called the shared endpoint 6 times per rollout (5 tool calls + the answer), warm-up of 2
     # included; Inspect's mockllm side never did.
     assert calls == {
@@ -83,9 +123,13 @@ def test_bench_overhead_inspect_sides_score_the_same_task(tmp_path: Path) -> Non
         resolved = settings[lean]["resolved"]
         assert (resolved["display"], resolved["log_realtime"], resolved["ctl_server"]) == ("none", False, False)
     assert settings["inspect-mockllm-lean"]["model"] == "mockllm/model"
+    # Inspect snapshots the store around every span: each side's samples kept the live mailbox there, nothing else.
+    assert all(settings[side]["store_keys"] == ["mailbox"] for side in INSPECT_SIDES)
+    assert len(report["measurements"]) == 2 * len(SIDES) and report["load_average_range"]["max"] >= 0
     assert report["headline"].startswith("ours vs inspect-mockllm-lean")
     ratio = comparison["ours_vs"]["inspect-mockllm-lean"]["throughput"]
     assert report["targets"]["throughput_vs_inspect-mockllm-lean"] == {"target": ">= 3x", "worst": ratio,
                                                                        "met": ratio >= 3}  # fmt: skip
     markdown = (tmp_path / "overhead.md").read_text()
     assert "eval() args: none (defaults)" in markdown and "ctl_server=False" in markdown
+    assert "store keys: ['mailbox']" in markdown and "2 paired repetitions" in markdown
