@@ -50,6 +50,12 @@ router = APIRouter()
 _CREDENTIAL_SHAPES = re.compile(
     r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b"
 )
+#: FastAPI's validation error body, which the route's own checks answer with too.
+_VALIDATION_ERRORS = {
+    "type": "object",
+    "required": ["detail"],
+    "properties": {"detail": {"type": "array", "items": {"type": "object"}}},
+}
 #: Appends and rotations of the feedback log, one at a time (the routes run on a thread pool).
 _LOG_LOCK = threading.Lock()
 
@@ -76,7 +82,10 @@ CallerKey = Annotated[str, Security(known_key)]
     responses={
         401: error_doc("missing or unknown API key"),
         413: error_doc(f"the body is over {MAX_CLI_EVENT_BYTES} bytes"),
-        422: error_doc("not one event `{event, properties}` within the limits"),
+        422: {
+            "description": "not one event `{event, properties}` within the limits (`detail`: loc, msg, type)",
+            "content": {"application/json": {"schema": _VALIDATION_ERRORS}},
+        },
     },
     summary="SimLab CLI event (feedback is kept, the rest dropped)",
     # The body is read by hand, so its size is bounded before it is parsed; documented here for clients.
