@@ -73,7 +73,9 @@ def headline(name: str, report: dict[str, Any]) -> tuple[str, str, str]:
     if name == "overhead":
         parts = []
         for c in report["comparisons"]:
-            ratios = ", ".join(f"{r['throughput']}x vs {other}" for other, r in c["ours_vs"].items())
+            ratios = ", ".join(
+                f"{r['throughput']}x{per_pair_range(r, 'throughput')} vs {other}" for other, r in c["ours_vs"].items()
+            )
             ours = c["medians"].get("ours", {})
             parts.append(
                 f"{c['samples']}x{c['epochs']}: ours {ours.get('rollouts_per_second')} rollouts/s, "
@@ -103,6 +105,12 @@ def headline(name: str, report: dict[str, Any]) -> tuple[str, str, str]:
         )
         return figure, "(measurement)", "n/a"
     return "", "", ""
+
+
+def per_pair_range(ratio: dict[str, Any], measure: str) -> str:
+    """ " [min-max]" of a ratio's per-pair values, when the report has them (older reports have medians only)."""
+    values = ratio.get(f"{measure}_spread")
+    return f" [{values['min']}-{values['max']}]" if values else ""
 
 
 def _verdict(met: bool | None) -> str:
@@ -159,8 +167,12 @@ def overhead_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 throughput[side] = cpu[side] = written[side] = absent(side)
                 continue
             ratio = versus.get(side)
-            throughput[side] = f"{m['rollouts_per_second']}" + (f" (ours {ratio['throughput']}x)" if ratio else "")
-            cpu[side] = f"{m['cpu_ms_per_rollout']}" + (f" ({ratio['cpu_per_rollout']}x ours)" if ratio else "")
+            throughput[side] = f"{m['rollouts_per_second']}" + (
+                f" (ours {ratio['throughput']}x{per_pair_range(ratio, 'throughput')})" if ratio else ""
+            )
+            cpu[side] = f"{m['cpu_ms_per_rollout']}" + (
+                f" ({ratio['cpu_per_rollout']}x{per_pair_range(ratio, 'cpu_per_rollout')} ours)" if ratio else ""
+            )
             written[side] = f"{int(m['bytes_per_rollout']):,}"
         rows += [
             _row(
@@ -253,7 +265,8 @@ def side_by_side_markdown(table: dict[str, Any], quick: bool) -> str:
         "## Side by side" + (" (--quick: a harness check at toy sizes, not a measurement)" if quick else ""),
         "",
         f"Concurrency {table['concurrency']}; zero-latency model unless stated. In brackets: rollouts/s as "
-        "(ours Nx) = ours / Inspect's; CPU-ms as (Nx ours) = Inspect's / ours. Above 1, ours is ahead.",
+        "(ours Nx) = ours / Inspect's; CPU-ms as (Nx ours) = Inspect's / ours; N is the median of the per-pair "
+        "ratios of the paired repetitions, [min-max] their spread. Above 1, ours is ahead.",
         "",
         "| measure | " + " | ".join(columns.values()) + " |",
         "|---|" + "---|" * len(columns),

@@ -41,7 +41,12 @@ def test_bench_run_all_side_by_side_has_every_row_and_column() -> None:
                 "ours_vs": {
                     "inspect-openai": {"throughput": 8.0, "cpu_per_rollout": 6.5},
                     "inspect-openai-lean": {"throughput": 6.0, "cpu_per_rollout": 5.0},
-                    "inspect-mockllm-lean": {"throughput": 3.0, "cpu_per_rollout": 2.5},
+                    "inspect-mockllm-lean": {
+                        "throughput": 3.0,
+                        "cpu_per_rollout": 2.5,
+                        "throughput_spread": {"min": 2.8, "median": 3.0, "max": 3.4},
+                        "cpu_per_rollout_spread": {"min": 2.1, "median": 2.5, "max": 2.6},
+                    },
                 },
             }
         ],
@@ -63,6 +68,10 @@ def test_bench_run_all_side_by_side_has_every_row_and_column() -> None:
     cells = {row["measure"]: row["cells"] for row in table["rows"]}
     assert cells["rollouts/s, 200 x 1"]["inspect-openai-lean"] == "10.0 (ours 6.0x)"
     assert cells["CPU-ms per rollout (process; endpoint apart), 200 x 1"]["inspect-openai"] == "130.0 (6.5x ours)"
+    # With per-pair ratios in the report, their spread goes beside the median.
+    assert cells["rollouts/s, 200 x 1"]["inspect-mockllm-lean"] == "20.0 (ours 3.0x [2.8-3.4])"
+    cpu_cells = cells["CPU-ms per rollout (process; endpoint apart), 200 x 1"]
+    assert cpu_cells["inspect-mockllm-lean"] == "50.0 (2.5x [2.1-2.6] ours)"
     assert cells["bytes written per rollout (ours: data folder; Inspect: its .eval log), 200 x 1"]["ours"] == "50,000"
     assert "eval() defaults" in cells["settings"]["inspect-openai"]
     assert "full (rich: stdout not a TTY)" in cells["settings"]["inspect-openai"]
