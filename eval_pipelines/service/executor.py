@@ -270,7 +270,7 @@ class RunExecutor:
         # The run's writes (several transactions per rollout) leave a log of whole pages; a finished run
         # leaves only its rows. On a thread of its own: emptying the log may wait a moment for readers, and the
         # run is done.
-        threading.Thread(target=self.store.checkpoint, name="checkpoint-run-store", daemon=True).start()
+        self.store.checkpoint_soon()
         final = self.store.get_run(run_id)
         assert final is not None
         return final

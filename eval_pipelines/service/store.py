@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -73,6 +75,9 @@ create table if not exists rollouts (
 );
 create index if not exists rollouts_by_run on rollouts(run_id, status);
 create index if not exists rollouts_by_task on rollouts(scenario_id, task_id);
+create index if not exists rollouts_in_listing_order on rollouts(created_at, task_id, rollout_index);
+create index if not exists runs_newest_first on runs(created_at desc, run_id);
+create index if not exists runs_by_scenario on runs(scenario_id, created_at desc, run_id);
 create table if not exists rollout_events (
     rollout_id text not null references rollouts(rollout_id) on delete cascade,
     seq integer not null,
@@ -103,6 +108,11 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
     # error_class mirrors result_json's, as a column: the progress counts read it every half second.
     "rollouts": {"runner_id": "text", "runner_pid": "integer", "runner_started": "text", "error_class": "text"},
 }
+
+#: Finished runs ask for a checkpoint of the write-ahead log; at most one is made per this many seconds (the
+#: last request of a burst is still honoured at the end of it). Many small runs finish every second, and each
+#: checkpoint holds back every writer while it copies the log.
+CHECKPOINT_INTERVAL_SECONDS = 1.0
 
 MSG_JOB_INTERRUPTED = "Service restarted while the task-generation job was running"
 
@@ -204,6 +214,28 @@ class RunStore(SqliteDatabase):
     def __init__(self, path: Path) -> None:
         super().__init__(path, SCHEMA)
         self._migrate()
+        self._checkpoint_guard = threading.Lock()
+        self._checkpoint_due = False
+        self._last_checkpoint = float("-inf")
+
+    def checkpoint_soon(self) -> None:
+        """Checkpoint the log on a thread of its own, within `CHECKPOINT_INTERVAL_SECONDS` of the last one: a
+        request made while one is already scheduled is covered by it."""
+        with self._checkpoint_guard:
+            if self._checkpoint_due:
+                return
+            self._checkpoint_due = True
+            delay = max(0.0, self._last_checkpoint + CHECKPOINT_INTERVAL_SECONDS - time.monotonic())
+        timer = threading.Timer(delay, self._scheduled_checkpoint)
+        timer.name, timer.daemon = "checkpoint-run-store", True
+        timer.start()
+
+    def _scheduled_checkpoint(self) -> None:
+        with self._checkpoint_guard:
+            # Writes made from here on need a checkpoint of their own: a request now schedules the next one.
+            self._checkpoint_due = False
+            self._last_checkpoint = time.monotonic()
+        self.checkpoint()
 
     def _migrate(self) -> None:
         with self._tx() as db:  # under the write lock, so two processes opening an old file cannot race
