@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
 
 from eval_pipelines.schemas._base import StrictModel, WireModel, utc_now_iso
 
@@ -35,18 +35,68 @@ class ScenarioSpec(StrictModel):
     policies: list[str] = Field(default_factory=list)
 
 
-class Category(StrictModel):
-    id: str
-    label: str
+class SimLabItem(StrictModel):
+    """A sub-object SimLab's request types as a plain dict (`categories`, `workflows`, `npcs`, `complexity`), so
+    any key may come: one with no use here is kept aside and named in the job's notes (`ignored_keys`), never
+    refused. The fields still validate their values."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @property
+    def ignored_keys(self) -> list[str]:
+        return sorted(self.model_extra or {})
 
 
-class Workflow(StrictModel):
-    name: str
+def _text_of_step(step: Any) -> str:
+    if isinstance(step, dict):
+        for key in STEP_TEXT_KEYS:
+            if isinstance(step.get(key), str) and step[key].strip():
+                return str(step[key])
+    return step if isinstance(step, str) else str(step)
+
+
+#: Keys of a workflow step given as an object (`{"action": ..., "description": ...}`) whose text is the step.
+STEP_TEXT_KEYS = ("description", "action", "step", "name", "text")
+
+
+class Category(SimLabItem):
+    #: either may be left out: it is then the other (`name` and `title` are read as the label).
+    id: str = ""
+    label: str = Field(default="", validation_alias=AliasChoices("label", "name", "title"))
+
+    @model_validator(mode="after")
+    def _id_or_label(self) -> Category:
+        if not self.id.strip() and not self.label.strip():
+            raise ValueError("a category needs an id or a label")
+        self.id = self.id or "_".join(self.label.lower().split())
+        self.label = self.label or self.id
+        return self
+
+
+class Workflow(SimLabItem):
+    name: str = Field(validation_alias=AliasChoices("name", "title", "id"))
+    #: each step's text; a step given as an object gives its `description` (or `action`, `step`, `name`, `text`),
+    #: one given as a string is one step, and a workflow with no steps but a `description` has that one step.
     steps: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _steps_as_text(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        steps = data.get("steps")
+        if isinstance(steps, str):
+            data["steps"] = [steps]
+        elif isinstance(steps, list):
+            data["steps"] = [_text_of_step(step) for step in steps]
+        if not data.get("steps") and isinstance(data.get("description"), str):
+            data["steps"] = [data.pop("description")]
+        return data
 
-class NpcRole(StrictModel):
-    role: str
+
+class NpcRole(SimLabItem):
+    role: str = Field(validation_alias=AliasChoices("role", "title", "occupation"))
     typical_asks: list[str] | str = Field(default_factory=list)
 
 
@@ -55,7 +105,7 @@ class Workspace(StrictModel):
     agent_email: str = DEFAULT_AGENT_EMAIL
 
 
-class Complexity(StrictModel):
+class Complexity(SimLabItem):
     easy: float = Field(default=0.3, ge=0)
     medium: float = Field(default=0.5, ge=0)
     hard: float = Field(default=0.2, ge=0)
