@@ -67,7 +67,8 @@ class GenerationContext:
         return next((p for p in self.npc_profiles if p.email == email), None)
 
     def notes(self) -> list[str]:
-        return self.toolset.notes + [note for sandbox in self.sandboxes.values() for note in sandbox.notes]
+        sandboxes = [note for sandbox in self.sandboxes.values() for note in sandbox.notes]
+        return self.resolved.notes + self.toolset.notes + sandboxes
 
 
 def server_classes(toolset: Toolset) -> dict[str, type[BuiltinToolServer]]:

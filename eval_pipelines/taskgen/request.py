@@ -104,6 +104,8 @@ class ResolvedRequest:
     diversity: Diversity
     #: difficulty -> number of tasks wanted (largest remainder over `complexity`).
     counts: dict[str, int] = field(default_factory=dict)
+    #: what of the request was not used, for the job's notes (`ignored_notes`).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def num_tasks(self) -> int:
@@ -111,6 +113,24 @@ class ResolvedRequest:
 
     def varies(self, dimension: VaryDimension) -> bool:
         return dimension in self.diversity.vary
+
+
+def ignored_notes(request: TaskGenRequest) -> list[str]:
+    """One note per sub-object holding keys SimLab's loose types allow but nothing here reads."""
+    notes: list[str] = []
+    listed: list[tuple[str, list[Any] | None]] = [
+        ("categories", request.categories),
+        ("workflows", request.workflows),
+        ("npcs", request.npcs),
+    ]
+    for name, items in listed:
+        for index, item in enumerate(items or []):
+            if item.ignored_keys:
+                notes.append(f"{name}[{index}]: {', '.join(item.ignored_keys)} ignored (not used by this generator)")
+    if request.complexity is not None and request.complexity.ignored_keys:
+        known = "/".join(DIFFICULTIES)
+        notes.append(f"complexity: {', '.join(request.complexity.ignored_keys)} ignored (only {known} are used)")
+    return notes
 
 
 def resolve_request(data: TaskGenRequest | Mapping[str, Any]) -> ResolvedRequest:
@@ -145,4 +165,5 @@ def resolve_request(data: TaskGenRequest | Mapping[str, Any]) -> ResolvedRequest
         complexity=complexity,
         diversity=diversity,
         counts=apportion(request.num_tasks, shares),
+        notes=ignored_notes(request),
     )

@@ -348,9 +348,21 @@ def _stand_ins(
         if server is None:
             notes.append(f"{label}: a service named without tool schemas, like no built-in server; left out")
             continue
-        notes.append(f"{label}: a service named without tool schemas; its tasks use the built-in {server!r} server")
-        if server not in servers:
-            servers[server] = [tool_info(server, tool, index, {}) for tool in known[server].values()]
+        tools = [tool_info(server, tool, index, {}) for tool in known[server].values()]
+        note = f"{label}: a service named without tool schemas; its tasks use the built-in {server!r} server"
+        operations = [str(op) for op in item.get("operations") or []]
+        if operations:
+            # SimLab's generator reads them as a hint of what the service does; the built-in server's tools
+            # say it exactly (a reading-only subset of a built-in server gives no task: nothing to ask about).
+            note += f" with all its tools (operations {operations[:20]} are not used to choose them)"
+        if item.get("service_url"):
+            note += f"; service_url {str(item['service_url'])[:200]!r} is SimLab's own container, not contacted"
+        notes.append(note)
+        if server in servers:
+            known_names = {tool.name for tool in servers[server]}
+            servers[server] += [tool for tool in tools if tool.name not in known_names]
+        else:
+            servers[server] = tools
     return servers
 
 
