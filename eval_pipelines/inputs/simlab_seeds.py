@@ -15,7 +15,16 @@ Note = Callable[[str, str], None]
 def seed_contents(
     raw: dict[str, Any], task_id: str, profiles: dict[str, dict[str, Any]], note: Note
 ) -> dict[str, dict[str, Any]]:
-    """Built-in server -> the seed file's content, for every list of seeds the task carries."""
+    """Built-in server -> the seed file's content, for every list of seeds the task carries. A generated task
+    (taskgen) carries a server's seed twice: as its seed files (`seed_data` naming inline `seed_files`) and in
+    SimLab's lists for SimLab's own servers; the files are the whole seed, and the lists are left to SimLab."""
+    named = raw.get("seed_data")
+    inline = raw.get("seed_files")
+    carried = (
+        {str(s) for s, files in named.items() if isinstance(files, list) and files and set(files) <= set(inline)}
+        if isinstance(named, dict) and isinstance(inline, dict)
+        else set()
+    )
     seeds: dict[str, dict[str, Any] | None] = {}
     if raw.get("seed_emails"):
         seeds["email"] = mailbox(raw["seed_emails"], profiles, task_id, note)
@@ -23,7 +32,7 @@ def seed_contents(
         seeds["calendar"] = calendar(raw["seed_calendar_events"], task_id, note)
     if raw.get("seed_group_channels"):
         seeds["chat"] = channels(raw["seed_group_channels"], profiles, task_id, note)
-    return {server: content for server, content in seeds.items() if content is not None}
+    return {server: content for server, content in seeds.items() if content is not None and server not in carried}
 
 
 def _address(value: Any, profiles: dict[str, dict[str, Any]]) -> str:

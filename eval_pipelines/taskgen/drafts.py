@@ -5,7 +5,9 @@ Each task file is full Task JSON (the catalog's format: reference actions, seed 
 rubric, NPC profiles), the keys SimLab's task loader reads (see `task_json`), plus `seed_files`: the content
 of the seed files it names, because the results have no field for seed data, and `simulated_servers`: the
 tool definitions of each server of the user's the task uses, which a sweep's tool host serves a stand-in for.
-`write_bundle` moves them into `seed_data/` and `servers/`.
+`write_bundle` moves them into `seed_data/` and `servers/`. The seeds of the mail, calendar and chat servers are
+also inline in SimLab's task-file lists (`seed_emails`, `seed_calendar_events`, `seed_group_channels`), so
+`simlab tasks seed/run --tasks-dir <bundle>` seeds its own servers with them; the import reads the seed files.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from eval_pipelines.inputs.hosted import seed_calendar_events, seed_emails
 from eval_pipelines.schemas.hosted import TaskMeta, verifier_entry
 from eval_pipelines.schemas.scenarios import (
     SIMULATED_SERVERS_KEY,
@@ -31,6 +34,9 @@ from eval_pipelines.schemas.tools import ToolCall
 from eval_pipelines.taskgen.answer_check import ANSWER_SOURCE
 from eval_pipelines.taskgen.expectations import human_lines
 from eval_pipelines.taskgen.state_check import CHECK_SOURCE
+from eval_pipelines.toolservers.calendar import CalendarServer
+from eval_pipelines.toolservers.chat import ChatServer
+from eval_pipelines.toolservers.email import EmailServer
 
 #: Key of a results task file holding the content of its seed files ({filename: JSON}).
 SEED_FILES_KEY = "seed_files"
@@ -147,6 +153,48 @@ def rubric_markdown(rubric: Rubric) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def seed_group_channels(payloads: list[Any], npc_profiles: list[NpcProfile]) -> list[dict[str, Any]]:
+    """The chat server's seeded channels in SimLab's shape (`channel_name`, `topic`, `member_profile_ids`,
+    `messages[{from_profile_id, text}]`): a sender is its NPC profile id when it is one, else its address
+    (SimLab uses a `from_profile_id` holding `@` as the address)."""
+    ids = {profile.email: profile.profile_id for profile in npc_profiles}
+    channels: list[dict[str, Any]] = []
+    for payload in payloads:
+        for channel in payload.get("channels") or [] if isinstance(payload, dict) else []:
+            if not isinstance(channel, dict) or not channel.get("name"):
+                continue
+            messages = [
+                {"from_profile_id": ids.get(str(m.get("from")), str(m.get("from") or "")), "text": str(m["text"])}
+                for m in channel.get("messages") or []
+                if isinstance(m, dict) and m.get("text")
+            ]
+            members = sorted({m["from_profile_id"] for m in messages if m["from_profile_id"] in ids.values()})
+            channels.append(
+                {
+                    "channel_name": str(channel["name"]),
+                    "topic": str(channel.get("topic") or ""),
+                    "member_profile_ids": members,
+                    "messages": messages,
+                }
+            )
+    return channels
+
+
+def _inline_seeds(draft: TaskDraft, seeds: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """SimLab's inline seed lists of the draft's seeded mail, calendar and chat servers."""
+
+    def payloads(server: str) -> list[Any]:
+        name = draft.seed_names.get(server)
+        return [seeds[name]] if name is not None and name in seeds else []
+
+    lists = {
+        "seed_emails": [e.model_dump() for e in seed_emails(payloads(EmailServer.name))],
+        "seed_calendar_events": [e.model_dump() for e in seed_calendar_events(payloads(CalendarServer.name))],
+        "seed_group_channels": seed_group_channels(payloads(ChatServer.name), draft.npc_profiles),
+    }
+    return {key: value for key, value in lists.items() if value}
+
+
 def task_json(
     draft: TaskDraft,
     seeds: dict[str, dict[str, Any]],
@@ -183,6 +231,7 @@ def task_json(
         **body,
         "npcs": [{"id": profile.profile_id} for profile in draft.npc_profiles],
         "verifiers": [verifier_entry(scenario_package, module) for module in passing_modules],
+        **_inline_seeds(draft, seeds),
     }
     body[SEED_FILES_KEY] = {name: seeds[name] for name in draft.seed_names.values() if name in seeds}
     own = {s: server for s in draft.servers if (server := (simulated or {}).get(s)) is not None}
