@@ -3,6 +3,7 @@ first use under a name that is a digest of the definition, found again by a repl
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,9 @@ import pytest
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.runtime.local import SIMULATED_SERVER_FACTORY, LocalRuntime
 from eval_pipelines.schemas.scenarios import SIMULATED_SERVERS_DIR, SimulatedServer, Template
+from eval_pipelines.taskgen import SchemaTaskGenerator, parse_request, write_bundle
 from eval_pipelines.toolservers.host import ToolServerHost, ToolServerProcess
+from tests.service.eval_service_support import WRITE_KEY, running_service
 from tests.support.user_toolsets import ticketing
 
 HELPDESK = SimulatedServer.model_validate({"name": "tools", "tools": ticketing()})
@@ -74,3 +77,20 @@ def test_a_server_file_that_is_not_a_definition_names_the_file_and_the_field(tmp
     scenario = _scenario(tmp_path, {"name": "tools", "tools": []})
     with pytest.raises(ScenarioError, match=r"tools\.json.*tools"):
         _ = scenario.simulated_servers
+
+
+def test_a_task_listing_reaches_the_simulated_server_of_a_generated_scenario(tmp_path: Path) -> None:
+    request = parse_request({"toolset": ticketing(), "num_tasks": 2})
+    results = asyncio.run(SchemaTaskGenerator().generate(request, lambda _text: None))
+    write_bundle(results, tmp_path / "scenarios", "helpdesk")
+    with running_service(tmp_path / "data", scenarios_dir=tmp_path / "scenarios") as service:
+        listing = httpx.get(f"{service.url}/v1/scenarios/helpdesk/tasks", headers={"API-Key": WRITE_KEY}, timeout=30)
+        assert listing.status_code == 200, listing.text
+        task = listing.json()["tasks"][0]
+        (server,) = task["tool_servers"]
+        assert server["name"] == "tools" and server["tool_server_url"].startswith(f"{service.url}/ws/")
+        tools = httpx.get(f"{server['tool_server_url']}/tools", timeout=30).json()["tools"]
+        assert [t["name"] for t in tools] == [t["name"] for t in ticketing()]
+        action = {"tool_name": "list_tickets", "parameters": {}}
+        step = httpx.post(f"{server['tool_server_url']}/step", json={"action": action}, timeout=30)
+        assert step.status_code == 200 and step.json()["is_error"] is False, step.text

@@ -74,7 +74,8 @@ def list_tasks(
     are listed unless `include_test=false` (SimLab's `tasks list` without `--include-test` sends that)."""
     scenario = service.scenario(scenario_id)
     token = service.caller_workspaces.mint(scenario.scenario_id)
-    hosted = set(service.runtime.tool_server_urls())  # the tool host this service runs rollouts against
+    # the tool host this service runs rollouts against, with the scenario's simulated servers under their names
+    hosted = set(scenario.tool_server_urls(service.runtime.tool_server_urls()))
     tasks = [
         served_task(scenario.public_task(task), task, listing_urls(request, token, task, hosted))
         for task in scenario.tasks().values()

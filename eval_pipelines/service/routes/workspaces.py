@@ -63,7 +63,8 @@ def _order(service: EvaluationService, task_id: str, listed_name: str) -> Provis
         if task is None:
             raise NotFound(f"task {task_id!r} not found in scenario {scenario.scenario_id!r}")
         server = builtin_server(task, listed_name)
-        base = service.runtime.tool_server_urls().get(server) if server is not None else None
+        hosted = scenario.tool_server_urls(service.runtime.tool_server_urls())
+        base = hosted.get(server) if server is not None else None
         if server is None or base is None:
             raise NotFound(f"task {task_id!r} has no tool server {listed_name!r} served here")
         return Provision(base, caller_seed(scenario, task, server))
