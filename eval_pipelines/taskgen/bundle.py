@@ -19,6 +19,7 @@ catalog scan never sees a half-written scenario.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -123,11 +124,38 @@ def _simulated_server(filename: str, name: Any, definition: Any) -> SimulatedSer
         raise BundleError(f"{where}: {exc}") from None
 
 
+@dataclass
+class _TaskFiles:
+    """What the task files hold beside themselves: inline seeds and simulated servers, moved into files."""
+
+    servers: list[str] = field(default_factory=list)
+    seeds: dict[str, Any] = field(default_factory=dict)
+    simulated: dict[str, SimulatedServer] = field(default_factory=dict)
+
+    def take(self, filename: str, task: dict[str, Any]) -> None:
+        """Take the task's inline seeds and simulated servers out of it; note the servers it uses."""
+        for seed_name, content in (task.pop(SEED_FILES_KEY, None) or {}).items():
+            seed_name = _safe_name(seed_name, "seed file")
+            if self.seeds.setdefault(seed_name, content) != content:
+                raise BundleError(f"seed file {seed_name!r}: two tasks give it different contents")
+        for server_name, definition in (task.pop(SIMULATED_SERVERS_KEY, None) or {}).items():
+            server = _simulated_server(filename, server_name, definition)
+            if self.simulated.setdefault(server.name, server) != server:
+                raise BundleError(f"simulated server {server.name!r}: two tasks give it different tools")
+        for ref in task.get("tool_servers") or []:
+            if isinstance(ref, dict) and isinstance(ref.get("name"), str) and ref["name"] not in self.servers:
+                self.servers.append(ref["name"])
+
+    def write(self, root: Path) -> None:
+        for seed_name, content in self.seeds.items():
+            _write(root / "seed_data" / seed_name, json.dumps(content, indent=2) + "\n")
+        for server in self.simulated.values():
+            _write(root / SIMULATED_SERVERS_DIR / f"{server.name}.json", server.model_dump_json(indent=2) + "\n")
+
+
 def _write_contents(results: TaskGenResults, root: Path) -> list[str]:
     """Write every file; return the tool servers the tasks use, in first-use order."""
-    servers: list[str] = []
-    seeds: dict[str, Any] = {}
-    simulated: dict[str, SimulatedServer] = {}
+    taken = _TaskFiles()
     for file in results.tasks:
         filename = _safe_name(file.filename, "task file")
         try:
@@ -136,25 +164,11 @@ def _write_contents(results: TaskGenResults, root: Path) -> list[str]:
             raise BundleError(f"task file {filename!r}: invalid JSON: {exc.msg}") from None
         if not isinstance(task, dict):
             raise BundleError(f"task file {filename!r}: expected a JSON object")
-        for seed_name, content in (task.pop(SEED_FILES_KEY, None) or {}).items():
-            seed_name = _safe_name(seed_name, "seed file")
-            if seed_name in seeds and seeds[seed_name] != content:
-                raise BundleError(f"seed file {seed_name!r}: two tasks give it different contents")
-            seeds[seed_name] = content
-        for server_name, definition in (task.pop(SIMULATED_SERVERS_KEY, None) or {}).items():
-            server = _simulated_server(filename, server_name, definition)
-            if simulated.setdefault(server.name, server) != server:
-                raise BundleError(f"simulated server {server.name!r}: two tasks give it different tools")
-        for ref in task.get("tool_servers") or []:
-            if isinstance(ref, dict) and isinstance(ref.get("name"), str) and ref["name"] not in servers:
-                servers.append(ref["name"])
+        taken.take(filename, task)
         task_id = task.get("task_id")
         stem = _safe_name(f"{task_id}.json", "task id") if isinstance(task_id, str) else filename
         _write(root / "tasks" / stem, json.dumps(task, indent=2) + "\n")
-    for seed_name, content in seeds.items():
-        _write(root / "seed_data" / seed_name, json.dumps(content, indent=2) + "\n")
-    for server in simulated.values():
-        _write(root / SIMULATED_SERVERS_DIR / f"{server.name}.json", server.model_dump_json(indent=2) + "\n")
+    taken.write(root)
     verifiers = root / "verifiers"
     _write(
         verifiers / "__init__.py", '"""Generated verifiers (task generation); *.FAILED.py failed a quality gate."""\n'
@@ -170,4 +184,4 @@ def _write_contents(results: TaskGenResults, root: Path) -> list[str]:
         _write(root / "skills.md", results.skills_md)
     if results.filter_summary is not None:
         _write(root / "filter_summary.json", json.dumps(results.filter_summary, indent=2) + "\n")
-    return servers
+    return taken.servers

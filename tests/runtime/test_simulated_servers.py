@@ -13,8 +13,9 @@ import pytest
 
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioError, ScenarioFiles
 from eval_pipelines.runtime.local import SIMULATED_SERVER_FACTORY, LocalRuntime
-from eval_pipelines.schemas.scenarios import SIMULATED_SERVERS_DIR, SimulatedServer, Template
+from eval_pipelines.schemas.scenarios import SIMULATED_SERVERS_DIR, SIMULATED_SERVERS_KEY, SimulatedServer, Template
 from eval_pipelines.taskgen import SchemaTaskGenerator, parse_request, write_bundle
+from eval_pipelines.taskgen.bundle import BundleError
 from eval_pipelines.toolservers.host import ToolServerHost, ToolServerProcess
 from tests.service.eval_service_support import WRITE_KEY, running_service
 from tests.support.user_toolsets import ticketing
@@ -94,3 +95,16 @@ def test_a_task_listing_reaches_the_simulated_server_of_a_generated_scenario(tmp
         action = {"tool_name": "list_tickets", "parameters": {}}
         step = httpx.post(f"{server['tool_server_url']}/step", json={"action": action}, timeout=30)
         assert step.status_code == 200 and step.json()["is_error"] is False, step.text
+
+
+def test_two_tasks_giving_one_simulated_server_different_tools_are_refused(tmp_path: Path) -> None:
+    results = asyncio.run(
+        SchemaTaskGenerator().generate(parse_request({"toolset": ticketing(), "num_tasks": 2}), lambda _text: None)
+    )
+    first, second = (json.loads(f.content) for f in results.tasks[:2])
+    assert first[SIMULATED_SERVERS_KEY] == second[SIMULATED_SERVERS_KEY]  # the same server, carried by each task
+    second[SIMULATED_SERVERS_KEY]["tools"]["tools"] = second[SIMULATED_SERVERS_KEY]["tools"]["tools"][:1]
+    changed = results.tasks[1].model_copy(update={"content": json.dumps(second)})
+    broken = results.model_copy(update={"tasks": [results.tasks[0], changed]})
+    with pytest.raises(BundleError, match="simulated server 'tools': two tasks give it different tools"):
+        write_bundle(broken, tmp_path, "helpdesk")
