@@ -20,6 +20,7 @@ from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.rollout import RolloutEngine
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.lib.aio import startup_objects_frozen
+from eval_pipelines.lib.open_files import open_files_needed, raise_open_files_limit
 from eval_pipelines.lib.slots import SlotPool
 from eval_pipelines.schemas.artifacts import RunArtifacts, UnreadableArtifacts
 from eval_pipelines.schemas.limits import DEFAULT_MAX_ROLLOUTS_PER_RUN
@@ -261,6 +262,8 @@ class RunExecutor:
         resolved = self.runtime.resolve(model_config)
         resolved_user = None if user_model_config is None else self.runtime.resolve(user_model_config)
         shares = split_parallel(parallel, rollout_workers(parallel, self.workers))
+        # Before any worker starts: they inherit it, and each needs room for its own share's sockets.
+        raise_open_files_limit(open_files_needed(max(shares)))
         if len(shares) == 1:
             await self.execute_share(
                 run, request, resolved, resolved_user, SlotPool(parallel), timeout_seconds, on_rollout_done
@@ -285,15 +288,20 @@ class RunExecutor:
         timeout_seconds: float,
         on_rollout_done: Callable[[Rollout], None] | None,
     ) -> None:
-        """One worker process per share after the first. This process starts with every slot and hands each
-        worker its share once the worker is ready, so start-up costs no concurrency and the total never
-        exceeds the run's `max_parallel`."""
+        """One worker process per share after the first. This process starts at once with its own share; each
+        worker gets its share when it is ready (or, should it exit first, this process takes the share), so the
+        total never exceeds the run's `max_parallel`. Lending a starting worker's share to this process instead
+        would hold it for whole rollouts: with model calls of seconds, a first wave of them all in this process,
+        its loop saturated while the worker stood idle."""
         reporter = _FinishedReporter(self.store, run.run_id, on_rollout_done)
-        slots = SlotPool(sum(shares))
+        slots = SlotPool(shares[0], capacity=sum(shares))
 
         async def hand_over_when_ready(worker: WorkerProcess, share: int) -> None:
             if await worker.ready():
-                slots.hand_over(share, worker.grant)
+                for _ in range(share):
+                    worker.grant()
+            else:
+                slots.grant(share)
 
         urls = self.runtime.tool_server_urls()
         workers: list[WorkerProcess] = []

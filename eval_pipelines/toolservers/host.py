@@ -28,6 +28,7 @@ from eval_pipelines.inputs.paths import cache_settings
 from eval_pipelines.lib.aio import startup_objects_frozen
 from eval_pipelines.lib.confine import make_undumpable, scrubbed_environment
 from eval_pipelines.lib.http_pool import default_ssl_context
+from eval_pipelines.lib.open_files import raise_open_files_limit
 from eval_pipelines.lib.redact import install_log_redaction
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.schemas.scenarios import SIMULATED_HOST_PREFIX, SimulatedServer
@@ -427,6 +428,8 @@ def _serve(
     """The child's body: serve on the inherited socket until SIGTERM or until the parent is gone."""
     make_undumpable()  # it holds NPC model keys in memory (configure) that a command must not read
     install_log_redaction()  # before uvicorn's Config, which sets up its loggers
+    # Every rollout in flight, of every run and worker process, holds a connection here: as many as allowed.
+    raise_open_files_limit(None)
     known = {**BUILTIN_SERVERS, **extra}
     servers = {name: known[name]() for name in names}
     app = build_host_app(servers, max_workspaces=max_workspaces, simulated=simulated)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import os
+import resource
 import signal
 import sqlite3
 import threading
@@ -286,3 +287,88 @@ def test_a_run_s_rollouts_run_with_what_was_alive_at_its_start_out_of_the_collec
     assert run.completed == 2
     # Frozen by the run itself (plain asyncio.run here; the model server froze only what was alive before it).
     assert frozen_while_running == [True, True]
+
+
+def _soft_open_files_limit(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            return int(line.split()[3])
+    raise AssertionError(f"no open-file limit for {pid}")
+
+
+def test_this_process_runs_only_its_share_while_a_worker_starts_and_the_worker_inherits_the_raised_limit(
+    tmp_path: Path, slow_model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Long rollouts lent to this process while the worker started would stay here for their whole length.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = min(soft + 64, hard)
+    monkeypatch.setattr("eval_pipelines.service.executor.open_files_needed", lambda concurrency: wanted)
+    service, request, run_id = _launch_spread(tmp_path, slow_model, tasks=6, name="own-share")
+    limits: dict[int, int] = {}
+    finished = threading.Event()
+
+    def watch() -> None:
+        while not finished.is_set():
+            for pid in _worker_children():
+                with contextlib.suppress(OSError, AssertionError):
+                    limits.setdefault(pid, _soft_open_files_limit(pid))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        run = service.complete_run(run_id, request)
+    finally:
+        finished.set()
+        watcher.join(10)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert (run.total, run.completed) == (12, 12)
+    rows = _rows(tmp_path, run_id)
+    mine = [row for row in rows if row["runner_pid"] == os.getpid()]
+    assert mine and len(mine) < len(rows)  # the worker ran the rest
+    assert _peak_overlap(mine) <= 2  # this process's share of max_parallel 4 over 2 processes
+    assert _peak_overlap(rows) <= 4
+    assert limits and set(limits.values()) == {wanted}
+
+
+def test_a_worker_that_never_starts_leaves_its_share_to_this_process(
+    tmp_path: Path, slow_model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("eval_pipelines.service.workers.WORKER_MODULE", "eval_pipelines.no_such_worker_module")
+    service, request, run_id = _launch_spread(tmp_path, slow_model, tasks=4, name="no-worker")
+    run = service.complete_run(run_id, request)
+    assert (run.total, run.completed) == (8, 8)
+    rows = _rows(tmp_path, run_id)
+    assert {row["runner_pid"] for row in rows} == {os.getpid()}
+    assert 2 < _peak_overlap(rows) <= 4  # the share the worker never took, used here
+
+
+def test_a_run_s_connection_pools_and_limiter_follow_its_max_parallel(
+    tmp_path: Path, slow_model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eval_pipelines.engine.clients import ChatClientPool
+    from eval_pipelines.toolservers.admin import DEFAULT_MAX_CONNECTIONS, ToolServerAdmin
+
+    seen: dict[str, int] = {}
+
+    class RecordingClients(ChatClientPool):
+        def for_model(self, config: ModelConfig) -> Any:
+            client = super().for_model(config)
+            seen["limiter"] = client.limiter.stats().maximum
+            seen["chat_connections"] = client._pool._transport.max_connections if client._pool else 0
+            return client
+
+    class RecordingAdmin(ToolServerAdmin):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            seen["tool_connections"] = self.max_connections
+
+    monkeypatch.setattr("eval_pipelines.service.executor.ChatClientPool", RecordingClients)
+    monkeypatch.setattr("eval_pipelines.service.executor.ToolServerAdmin", RecordingAdmin)
+    service = SpreadRun(tmp_path)
+    service.executor.workers = 1
+    parallel = DEFAULT_MAX_CONNECTIONS + 3
+    request = _request(slow_model, tasks=1, rollout_count=1, max_parallel=parallel, name="pools")
+    run = service.complete_run(service.executor.launch(request).run_id, request)
+    assert run.completed == 1
+    assert seen == {"limiter": parallel, "chat_connections": parallel, "tool_connections": parallel}
