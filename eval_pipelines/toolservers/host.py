@@ -43,6 +43,10 @@ __all__ = ["BUILTIN_SERVERS", "SimulatedServers", "ToolServerHost", "ToolServerP
 ServerResolver = Callable[[str], BuiltinToolServer | None]
 
 
+class SimulatedServerError(RuntimeError):
+    """A registered definition no stand-in can be built from (the factory refused it); the message says why."""
+
+
 @dataclass(frozen=True)
 class SimulatedServers:
     """The simulated servers of a host: each definition is written to `directory` as `<host name>.json` by the
@@ -77,7 +81,11 @@ class SimulatedServers:
         if definition.host_name != name:
             return None
         module_name, _, function_name = self.factory.partition(":")
-        server = getattr(importlib.import_module(module_name), function_name)(definition.model_dump(mode="json"))
+        factory = getattr(importlib.import_module(module_name), function_name)
+        try:
+            server = factory(definition.model_dump(mode="json"))
+        except ValueError as exc:  # the task generator's refusals (SchemaServerError) name the tool and field
+            raise SimulatedServerError(f"simulated server {definition.name!r} cannot be served: {exc}") from None
         if not isinstance(server, BuiltinToolServer):
             raise TypeError(f"{self.factory} did not return a tool server")
         return server
@@ -120,7 +128,12 @@ class HostApp:
             return
         path: str = scope["path"]
         name, _, _ = path[1:].partition("/")
-        app = self._mounted(name)
+        try:
+            app = self._mounted(name)
+        except SimulatedServerError as exc:  # the scenario's definition is at fault: its rollouts say why
+            if scope["type"] == "http":
+                await self._send_json(send, 500, json.dumps({"detail": str(exc)}).encode())
+            return
         if app is not None:
             # As Starlette's Mount: the path stays whole, the mount point moves into root_path.
             root_path = scope.get("root_path", "")
@@ -129,9 +142,13 @@ class HostApp:
             await app(child, receive, send)
         elif scope["type"] == "http":
             status, body = (200, self._health) if path == "/health" else (404, b'{"detail":"Not Found"}')
-            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await self._send_json(send, status, body)
+
+    @staticmethod
+    async def _send_json(send: Send, status: int, body: bytes) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     @staticmethod
     async def _lifespan(receive: Receive, send: Send, servers: list[BuiltinToolServer]) -> None:

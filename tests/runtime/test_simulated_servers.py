@@ -108,3 +108,15 @@ def test_two_tasks_giving_one_simulated_server_different_tools_are_refused(tmp_p
     broken = results.model_copy(update={"tasks": [results.tasks[0], changed]})
     with pytest.raises(BundleError, match="simulated server 'tools': two tasks give it different tools"):
         write_bundle(broken, tmp_path, "helpdesk")
+
+
+def test_a_definition_no_stand_in_can_serve_is_answered_with_the_reason() -> None:
+    tools = ticketing()
+    tools[1]["inputSchema"]["properties"]["ticket_id"]["pattern"] = "^[0-9a-f]{32}$"
+    unservable = SimulatedServer.model_validate({"name": "tools", "tools": tools})
+    with ToolServerHost(["email"], simulated_factory=SIMULATED_SERVER_FACTORY) as host:
+        answer = httpx.get(f"{host.simulated_url(unservable)}/tools")
+        assert answer.status_code == 500
+        detail = answer.json()["detail"]
+        assert "simulated server 'tools' cannot be served" in detail and "ticket_id" in detail, detail
+        assert httpx.get(f"{host.url}/health").status_code == 200  # the host serves the others on
