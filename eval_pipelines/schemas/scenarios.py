@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -103,7 +104,7 @@ class SimulatedServer(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]+$", max_length=MAX_PLAIN_NAME_CHARS)
     tools: list[ToolDefinition] = Field(min_length=1)
 
-    @property
+    @cached_property
     def host_name(self) -> str:
         """The name a tool host serves it under: the same definition is the same server, wherever it is read."""
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -57,16 +57,21 @@ class SimulatedServers:
 
     directory: Path
     factory: str
+    #: the names registered by this process (the files stay until the host stops, across restarts).
+    registered: set[str] = field(default_factory=set, compare=False)
 
     def register(self, server: SimulatedServer) -> str:
         """The name the host serves `server` under, once its definition is on disk."""
         name = server.host_name
+        if name in self.registered:
+            return name
         path = self.directory / f"{name}.json"
         if not path.exists():
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             staged = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             staged.write_text(server.model_dump_json(), encoding="utf-8")
             staged.replace(path)
+        self.registered.add(name)
         return name
 
     def resolve(self, name: str) -> BuiltinToolServer | None:
@@ -271,6 +276,7 @@ class ToolServerHost:
         self._started = False
         if self.simulated is not None:
             shutil.rmtree(self.simulated.directory, ignore_errors=True)
+            self.simulated.registered.clear()
 
     def __enter__(self) -> ToolServerHost:
         return self.start()
@@ -424,6 +430,7 @@ class ToolServerProcess:
             self._socket = None
         if self.simulated is not None:
             shutil.rmtree(self.simulated.directory, ignore_errors=True)
+            self.simulated.registered.clear()
 
     def __enter__(self) -> ToolServerProcess:
         return self.start()
