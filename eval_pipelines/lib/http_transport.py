@@ -31,7 +31,25 @@ READ_HIGH_WATER_BYTES = 256 * 1024
 #: them in memory, and a server that never ends its headers would otherwise grow it without bound.
 MAX_HEADER_BYTES = 64 * 1024
 
+#: An idle connection is reused up to this much less than the server's announced keep-alive timeout: the
+#: margin covers a request still on its way as the server closes the connection.
+KEEPALIVE_MARGIN_SECONDS = 1.0
+#: The longest a server's announcement can keep an idle connection here.
+MAX_KEEPALIVE_EXPIRY_SECONDS = 300.0
+
 _Origin = tuple[str, int]
+
+
+def announced_keepalive(headers: list[tuple[bytes, bytes]]) -> float | None:
+    """How long to keep this connection idle by the server's `Keep-Alive: timeout=N` header, if it sent one."""
+    for name, value in headers:
+        if name.lower() != b"keep-alive":
+            continue
+        for part in value.split(b","):
+            key, _, number = part.strip().partition(b"=")
+            if key.strip().lower() == b"timeout" and number.strip().isdigit():
+                return min(max(int(number) - KEEPALIVE_MARGIN_SECONDS, 0.0), MAX_KEEPALIVE_EXPIRY_SECONDS)
+    return None
 
 
 class _Connection(asyncio.Protocol):
@@ -44,6 +62,8 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.reset_error: BaseException | None = None
         self.idle_since = 0.0
+        #: how long this connection may stay idle and still be reused, when its server said (None: the default).
+        self.keepalive_expiry: float | None = None
         self.in_use = False
         self._waiter: asyncio.Future[bool] | None = None
         self._drain: asyncio.Future[None] | None = None
@@ -151,6 +171,8 @@ class _Connection(asyncio.Protocol):
             return
         # Asked here: once the parser moves on, it answers for the next message.
         self.keep_alive = self.parser.should_keep_alive()
+        if self.keep_alive:
+            self.keepalive_expiry = announced_keepalive(self.headers)
         self.message_done = True
         self._wake()
 
@@ -375,7 +397,8 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
             connection = idle.pop()
             if connection.loop is not loop:
                 continue  # left by an event loop that has ended: its socket went with it
-            if connection.closed or now - connection.idle_since > self.keepalive_expiry:
+            expiry = self.keepalive_expiry if connection.keepalive_expiry is None else connection.keepalive_expiry
+            if connection.closed or now - connection.idle_since > expiry:
                 connection.close()
                 continue
             return connection

@@ -17,6 +17,31 @@ import uvicorn
 from eval_pipelines.lib.aio import startup_objects_frozen
 from eval_pipelines.lib.redact import install_log_redaction
 
+#: How long our servers keep an idle connection open. Announced to clients in a `Keep-Alive: timeout=` header,
+#: so ours (lib/http_transport) reuse a connection that long instead of their 5 s default: a rollout's next
+#: tool call or model call often comes more than 5 s after its last when model calls take seconds, and a
+#: connection closed and opened again for each costs both processes more than the request itself.
+KEEP_ALIVE_SECONDS = 30
+_KEEP_ALIVE_HEADER = (b"keep-alive", f"timeout={KEEP_ALIVE_SECONDS}".encode())
+
+
+def announcing_keep_alive(app: Any) -> Any:
+    """`app` with every HTTP response announcing `KEEP_ALIVE_SECONDS` (serve it with that keep-alive timeout)."""
+
+    async def announced(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def send_announcing(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), _KEEP_ALIVE_HEADER]}
+            await send(message)
+
+        await app(scope, receive, send_announcing)
+
+    return announced
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -41,7 +66,7 @@ class BackgroundServer:
         self.port = port or free_port(host)
         self._startup_timeout = startup_timeout
         config = uvicorn.Config(
-            app,
+            announcing_keep_alive(app),
             host=host,
             port=self.port,
             log_level=log_level,
@@ -52,7 +77,7 @@ class BackgroundServer:
             access_log=False,
             lifespan="on",
             # Loopback traffic from many concurrent rollouts: keep connections alive between steps.
-            timeout_keep_alive=30,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
             # In-process servers (tool servers, simulated models, tests) must stop promptly, even mid-request.
             timeout_graceful_shutdown=2,
         )

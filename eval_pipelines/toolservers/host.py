@@ -30,7 +30,7 @@ from eval_pipelines.lib.confine import make_undumpable, scrubbed_environment
 from eval_pipelines.lib.http_pool import default_ssl_context
 from eval_pipelines.lib.open_files import raise_open_files_limit
 from eval_pipelines.lib.redact import install_log_redaction
-from eval_pipelines.lib.serving import BackgroundServer
+from eval_pipelines.lib.serving import KEEP_ALIVE_SECONDS, BackgroundServer, announcing_keep_alive
 from eval_pipelines.schemas.scenarios import SIMULATED_HOST_PREFIX, SimulatedServer
 from eval_pipelines.toolservers.app import DEFAULT_MAX_WORKSPACES, create_app
 from eval_pipelines.toolservers.base import BuiltinToolServer
@@ -461,7 +461,13 @@ def _serve(
     # TCP_NODELAY and every response waits out the client's delayed ACK (~40 ms a request).
     listener = socket.socket(fileno=fd)
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_keep_alive=30)
+        uvicorn.Config(
+            announcing_keep_alive(app),
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        )
     )
 
     def watch_parent() -> None:

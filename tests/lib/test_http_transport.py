@@ -12,8 +12,14 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
-from eval_pipelines.lib.http_transport import READ_HIGH_WATER_BYTES, KeepAliveTransport
-from eval_pipelines.lib.serving import BackgroundServer, free_port
+from eval_pipelines.lib.http_transport import (
+    KEEPALIVE_MARGIN_SECONDS,
+    MAX_KEEPALIVE_EXPIRY_SECONDS,
+    READ_HIGH_WATER_BYTES,
+    KeepAliveTransport,
+    announced_keepalive,
+)
+from eval_pipelines.lib.serving import KEEP_ALIVE_SECONDS, BackgroundServer, free_port
 
 
 class CountingFallback(httpx.AsyncBaseTransport):
@@ -49,6 +55,10 @@ def _app() -> FastAPI:
                 await asyncio.sleep(0.01)
 
         return StreamingResponse(chunks(), media_type="application/octet-stream")
+
+    @app.get("/brief")
+    async def brief() -> PlainTextResponse:
+        return PlainTextResponse("soon", headers={"keep-alive": "timeout=1"})
 
     @app.get("/close")
     async def close() -> PlainTextResponse:
@@ -211,12 +221,53 @@ async def test_a_dead_port_is_a_connect_error() -> None:
             await client.get(f"http://127.0.0.1:{free_port()}/")
 
 
-async def test_an_idle_connection_past_its_expiry_is_replaced(server: BackgroundServer) -> None:
+async def test_an_idle_connection_past_the_server_s_announced_keep_alive_is_replaced(server: BackgroundServer) -> None:
+    # The route's own `Keep-Alive: timeout=1` comes before the one our servers add: 1 s less the margin is 0.
+    transport = KeepAliveTransport(max_connections=2, fallback=CountingFallback(), keepalive_expiry=60.0)
+    async with httpx.AsyncClient(transport=transport, timeout=5.0) as client:
+        await client.get(f"{server.url}/brief")
+        await asyncio.sleep(0.1)
+        await client.get(f"{server.url}/brief")
+    assert transport.connections_opened == 2
+
+
+async def test_our_servers_announce_their_keep_alive_and_it_outlasts_the_default_expiry(
+    server: BackgroundServer,
+) -> None:
     transport = KeepAliveTransport(max_connections=2, fallback=CountingFallback(), keepalive_expiry=0.05)
     async with httpx.AsyncClient(transport=transport, timeout=5.0) as client:
-        await client.get(f"{server.url}/peers")
+        first = await client.get(f"{server.url}/peers")
         await asyncio.sleep(0.1)
         await client.get(f"{server.url}/peers")
+    assert first.headers["keep-alive"] == f"timeout={KEEP_ALIVE_SECONDS}"
+    assert transport.connections_opened == 1
+
+
+def test_a_keep_alive_announcement_is_read_with_its_margin_and_bounds() -> None:
+    assert announced_keepalive([(b"Keep-Alive", b"timeout=30, max=100")]) == 30 - KEEPALIVE_MARGIN_SECONDS
+    assert announced_keepalive([(b"keep-alive", b"max=5")]) is None
+    assert announced_keepalive([(b"content-type", b"text/plain")]) is None
+    assert announced_keepalive([(b"keep-alive", b"timeout=0")]) == 0.0
+    assert announced_keepalive([(b"keep-alive", b"timeout=99999")]) == MAX_KEEPALIVE_EXPIRY_SECONDS
+
+
+async def test_an_idle_connection_past_the_default_expiry_is_replaced_when_nothing_was_announced() -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readuntil(b"\r\n\r\n"):
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await writer.drain()
+
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    transport = KeepAliveTransport(max_connections=2, fallback=CountingFallback(), keepalive_expiry=0.05)
+    try:
+        async with httpx.AsyncClient(transport=transport, timeout=5.0) as client:
+            await client.get(f"http://127.0.0.1:{port}/")
+            await client.get(f"http://127.0.0.1:{port}/")  # within the expiry: the same connection
+            await asyncio.sleep(0.1)
+            await client.get(f"http://127.0.0.1:{port}/")
+    finally:
+        listener.close()
     assert transport.connections_opened == 2
 
 
