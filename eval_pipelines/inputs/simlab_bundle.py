@@ -8,6 +8,8 @@ A SimLab bundle (the hosted product's task format)::
                              npcs [{id, name, role, traits, context, quirks, secret}]  (see `inputs.simlab_npcs`),
                              verifiers [{func: python_module, module: collinear.scenarios.<x>.verifiers.<name>
                                          | simlab.verifiers.<name>}]  (else `evaluators`, as SimLab reads it)
+                             simulated_servers {name: {tools}}  (generated from a user's own toolset: each
+                                         becomes servers/<name>.json, served by the tool host)
     verifiers/<name>.py      verify(run_artifacts); `__init__.py` optional
     npcs/profiles.json       [{profile_id, first_name, last_name, email, occupation, public_info,
                                rocketchat_username, ...}]   (optional)
@@ -68,7 +70,10 @@ from eval_pipelines.schemas.limits import MAX_PLAIN_NAME_CHARS
 from eval_pipelines.schemas.scenarios import (
     MAX_SCENARIO_GUIDANCE_CHARS,
     SCENARIO_GUIDANCE_FILE,
+    SIMULATED_SERVERS_DIR,
+    SIMULATED_SERVERS_KEY,
     Rubric,
+    SimulatedServer,
     Task,
     Template,
     TemplateToolServer,
@@ -97,6 +102,8 @@ _READ_KEYS = {
     "seed_files",
     "seed_data",
     "npc_profiles",
+    # a bundle generated from a user's own toolset: the tool definitions of each server nobody built in plays
+    SIMULATED_SERVERS_KEY,
 }
 #: Keys that hold the instruction, in the order they are looked for: SimLab's `task`, the `instruction` some of
 #: its cookbook's bundles use, the catalog's `description`.
@@ -168,6 +175,8 @@ class _Import:
     simlab_package: Path | None
     allow_ungraded: bool
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the simulated servers the tasks define (`simulated_servers`), by name: one definition per name
+    simulated: dict[str, SimulatedServer] = field(default_factory=dict)
 
 
 def _read_json(path: Path, bundle: Path) -> Any:
@@ -240,6 +249,8 @@ def import_bundle(
             report.tasks.append(task["task_id"])
             if task.get("unrunnable_reason"):
                 report.unrunnable[task["task_id"]] = task["unrunnable_reason"]
+        for server in job.simulated.values():
+            _write_json(staging / SIMULATED_SERVERS_DIR / f"{server.name}.json", server.model_dump(mode="json"))
         if job.profiles:  # the bundle's, and those made for NPCs it gives no profile
             _write_json(staging / "npcs.json", list(job.profiles.values()))
         template = Template(
@@ -368,7 +379,12 @@ def _import_task(path: Path, job: _Import) -> dict[str, Any]:
         report.note(task_id, f"meta.{key}: has no place in a scenario task; left out")
     refs = _list(raw.get("tool_servers"))
     apps = _apps(raw, meta)
-    plan = resolve_task_servers(refs, apps, job.servers)
+    simulated = _simulated_servers(raw, path, job)
+    plan = resolve_task_servers(
+        [ref for ref in refs if _ref_name(ref) not in simulated],
+        [app for app in apps if app not in simulated],
+        job.servers,
+    )
     npcs = task_npcs(raw.get("npcs"), task_id, job.profiles, _dict(raw.get("npc_secrets")), report.note)
     if npcs.chat_seed is not None:
         plan.builtin.setdefault(_CHAT, SIMLAB_NPC_CHAT_SERVER)  # SimLab gives the task its NPC chat
@@ -381,8 +397,8 @@ def _import_task(path: Path, job: _Import) -> dict[str, Any]:
         **{key: raw[key] for key in _CATALOG_KEYS if key in raw},
     }
     task["seed_data"] = _write_seeds(raw, task_id, job, plan)
-    task["tool_servers"] = [{"name": name} for name in plan.builtin]
-    task["simlab_servers"] = dict(plan.builtin)
+    task["tool_servers"] = [{"name": name} for name in [*plan.builtin, *simulated]]
+    task["simlab_servers"] = {**plan.builtin, **{name: name for name in simulated}}
     _add_named_servers(task, plan, task_id, report)
     problems = [*plan.problems, *npcs.problems]
     _add_npcs(task, npcs, job, plan)
@@ -401,6 +417,34 @@ def _import_task(path: Path, job: _Import) -> dict[str, Any]:
     except ValueError as exc:
         raise BundleImportError(f"{path}: {exc}") from None
     return task
+
+
+def _ref_name(ref: Any) -> str:
+    return str((ref.get("name") if isinstance(ref, dict) else ref) or "").strip()
+
+
+def _simulated_servers(raw: dict[str, Any], path: Path, job: _Import) -> list[str]:
+    """The names of the simulated servers the task defines (SimLab's `tasks-gen run --out` from a user's own
+    toolset keeps each one's tools in the task file). Each becomes the scenario's `servers/<name>.json`, served
+    by the tool host as a stand-in built from those tools; two tasks may not give one name different tools."""
+    entries = raw.get(SIMULATED_SERVERS_KEY)
+    if entries in (None, {}):
+        return []
+    if not isinstance(entries, dict):
+        raise BundleImportError(f"{path}: {SIMULATED_SERVERS_KEY}: expected an object of server name -> tools")
+    names = []
+    for name, definition in entries.items():
+        where = f"{path}: {SIMULATED_SERVERS_KEY}.{name}"
+        if not isinstance(definition, dict):
+            raise BundleImportError(f"{where}: expected an object with the server's tools")
+        try:
+            server = SimulatedServer.model_validate({**definition, "name": name})
+        except ValueError as exc:
+            raise BundleImportError(f"{where}: {exc}") from None
+        if job.simulated.setdefault(server.name, server) != server:
+            raise BundleImportError(f"{where}: another task gives server {server.name!r} different tools")
+        names.append(server.name)
+    return names
 
 
 def _origin(
