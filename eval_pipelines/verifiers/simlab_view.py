@@ -37,19 +37,33 @@ from typing import Any
 from eval_pipelines.lib.redact import redact_url
 from eval_pipelines.schemas.artifacts import (
     META_HTTP_SERVERS,
+    META_NPC_TRANSCRIPTS,
     META_SIMLAB_SERVERS,
     META_SIMLAB_TASK,
+    META_STATE,
     META_TOOL_SERVERS,
     META_UNRESTORABLE_SERVERS,
     RunArtifacts,
 )
-from eval_pipelines.schemas.hosted import HOSTED_STEP_PREFIX, SIMLAB_SERVER_NAMES, TaskMeta, verifier_entry
+from eval_pipelines.schemas.hosted import (
+    HOSTED_STEP_PREFIX,
+    SIMLAB_NPC_CHAT_SERVER,
+    SIMLAB_SERVER_NAMES,
+    TaskMeta,
+    verifier_entry,
+)
 from eval_pipelines.schemas.scenarios import Task
 
 #: What SimLab's adapter says of the agent: every agent it runs calls tools.
 AGENT_STRATEGY = "tool-calling"
 #: Metadata keys SimLab reads a verifier's input from, in order, before the final observation.
 VERIFIER_INPUT_KEYS = ("resource_id", "resource_key", "page_id", "epic_key")
+#: The metadata keys SimLab's NPC chat attaches after a run (`simlab.npc_chat.activation`): NPC name ->
+#: `{role, messages: [{role: user | assistant, content}]}`, and the number of messages in them.
+NPC_CHAT_TRANSCRIPTS = "npc_chat_transcripts"
+NPC_CHAT_MESSAGE_COUNT = "npc_chat_message_count"
+#: Our transcripts' speakers (`toolservers.npc.ROLE_AGENT` / `ROLE_NPC`) as SimLab's chat history names them.
+_SIMLAB_SPEAKER = {"agent": "user", "npc": "assistant"}
 
 
 class ServerStateUnavailable(BaseException):
@@ -100,6 +114,17 @@ class SimLabRunArtifacts:
     rollout_trace_path: str | None = None
     log_probs: list[Any] | None = None
     reference_folder_id: str | None = None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The artifacts' metadata, with SimLab's NPC chat transcripts when the rollout had NPCs SimLab's NPC
+        chat plays (those with a personality)."""
+        metadata = dict(self._artifacts.metadata)
+        transcripts = simlab_npc_chat_transcripts(metadata)
+        if transcripts:
+            metadata[NPC_CHAT_TRANSCRIPTS] = transcripts
+            metadata[NPC_CHAT_MESSAGE_COUNT] = sum(len(entry["messages"]) for entry in transcripts.values())
+        return metadata
 
     @property
     def model(self) -> str:
@@ -232,6 +257,38 @@ class SimLabRunArtifacts:
     @property
     def seed_data(self) -> dict[str, Any]:
         return {}
+
+
+def _chat_npcs(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The NPCs of the chat server's final state (`toolservers.npc`'s `npcs`), by profile id."""
+    chat = (metadata.get(META_STATE) or {}).get(SIMLAB_SERVER_NAMES[SIMLAB_NPC_CHAT_SERVER]) or {}
+    final = chat.get("final") if isinstance(chat, dict) else None
+    while isinstance(final, dict) and isinstance(final.get("state"), dict):  # a `/snapshot` body
+        final = final["state"]
+    npcs = final.get("npcs") if isinstance(final, dict) else None
+    return npcs if isinstance(npcs, dict) else {}
+
+
+def simlab_npc_chat_transcripts(metadata: dict[str, Any]) -> dict[str, Any]:
+    """SimLab's `npc_chat_transcripts` from our `npc_transcripts`: each NPC SimLab's NPC chat would play (one
+    with a personality) under its name, with its role and its conversation with the agent, oldest first."""
+    ours = metadata.get(META_NPC_TRANSCRIPTS) or {}
+    out: dict[str, Any] = {}
+    for profile_id, npc in _chat_npcs(metadata).items():
+        personality = npc.get("personality") if isinstance(npc, dict) else None
+        if not isinstance(personality, dict):
+            continue  # SimLab's NPC chat plays only NPCs given a personality
+        name = f"{npc.get('first_name') or ''} {npc.get('last_name') or ''}".strip() or str(profile_id)
+        out[name] = {
+            # the import blanks a role equal to the occupation, so the prompt says it once
+            "role": str(personality.get("role") or npc.get("occupation") or ""),
+            "messages": [
+                {"role": _SIMLAB_SPEAKER.get(str(m.get("role")), str(m.get("role"))), "content": m.get("content", "")}
+                for m in ours.get(profile_id) or []
+                if isinstance(m, dict)
+            ],
+        }
+    return out
 
 
 def verifier_view(artifacts: RunArtifacts) -> RunArtifacts | SimLabRunArtifacts:
