@@ -12,6 +12,11 @@ and its `tasks` commands match endpoints by; the catalog itself keeps the built-
 Guidance and visibility: a template's `scenario_guidance_md` (its own, else the folder's `guidance.md`), which
 SimLab's `env init` copies into env.yaml and its `tasks run` appends to every instruction; hidden templates and
 tasks, and test tasks, are listed only to a caller who asks for them (`include_hidden`, `include_test`).
+
+NPCs: a task's `npc_profiles` carry what SimLab reads of them (profile id, names, email, and the chat handle as
+`rocketchat_username`), and the chat server that plays the NPCs of an imported task is listed as `npc-chat`.
+An NPC's secret is never served, nor its chat personality: SimLab builds a listed task's `npcs` from the profile
+ids alone (`_api_task_to_local`), so it reads neither, and the listing may be read by the agent under test.
 """
 
 from __future__ import annotations

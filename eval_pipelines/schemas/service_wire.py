@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from eval_pipelines.schemas._base import WireModel
 from eval_pipelines.schemas.hosted import SeedCalendarEvent, SeedEmail, verifier_module_path
@@ -38,6 +38,9 @@ class TaskNpcProfile(WireModel):
     last_name: str
     email: str
     occupation: str = ""
+    #: the NPC's chat handle (`NpcProfile.username`) under SimLab's name: its `tasks seed` makes the NPC's
+    #: rocketchat user by it (the profile id when empty)
+    rocketchat_username: str = Field(default="", validation_alias=AliasChoices("rocketchat_username", "username"))
 
 
 class PublicTask(WireModel):
