@@ -28,6 +28,7 @@ from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavailable
 from eval_pipelines.environments.mcp import McpServerSpec
 from eval_pipelines.environments.unified import UnifiedEnvironment
+from eval_pipelines.inputs.hosted import simlab_instruction
 from eval_pipelines.lib.json_values import without_lone_surrogates
 from eval_pipelines.llm.deadline import ROLE_USER, RolloutDeadline, rollout_deadline
 from eval_pipelines.llm.errors import LLMError
@@ -134,10 +135,13 @@ class RolloutSpec:
     user_model_config: ModelConfig | None = None
     #: the scenario's full NPC profiles (with public_info) for the task's NPCs; default: the task's own list.
     npc_profiles: tuple[NpcProfile, ...] = ()
+    #: the scenario's guidance (`inputs.hosted.scenario_guidance`), which an imported SimLab task's instruction
+    #: carries as SimLab's `tasks run` appends it; None: none
+    scenario_guidance: str | None = None
 
     @property
     def instruction(self) -> str:
-        return self.task.description
+        return simlab_instruction(self.task, self.scenario_guidance)
 
 
 @dataclass

@@ -171,6 +171,21 @@ def scenario_guidance(root: Path, template: Template) -> str | None:
     return text or None
 
 
+#: How SimLab's `tasks run` heads the scenario guidance it appends to an instruction (`_build_skills_guidance_section`)
+SCENARIO_GUIDANCE_HEADING = "Scenario guidance:"
+
+
+def simlab_instruction(task: Task, guidance: str | None) -> str:
+    """The instruction an agent is given for `task`: for a task imported from a SimLab bundle, what SimLab's
+    `tasks run` gives it, the task text then a blank line and the scenario guidance under its heading (SimLab
+    0.2.0's skills section is that guidance; its services section lists the websites of its own containers,
+    MailHog, Rocket.Chat, Baikal, Frappe, none of which exist here, so it has no counterpart). Every other task's
+    instruction is its description as it is."""
+    if not task.simlab_origin or not guidance or not guidance.strip():
+        return task.description
+    return f"{task.description}\n\n{SCENARIO_GUIDANCE_HEADING}\n{guidance.strip()}"
+
+
 def is_listed(visibility: str, *, include_hidden: bool) -> bool:
     return include_hidden or visibility.strip().lower() != HIDDEN_VISIBILITY
 

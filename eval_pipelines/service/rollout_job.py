@@ -13,12 +13,14 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from eval_pipelines.engine.rollout import RolloutEngine, RolloutOutcome, RolloutSpec
+from eval_pipelines.inputs.hosted import scenario_guidance
 from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles
 from eval_pipelines.lib.slots import SlotPool
 from eval_pipelines.schemas._base import utc_now_iso
@@ -182,6 +184,11 @@ class RolloutJob:
     artifacts_path: Callable[[str, str], Path]
     on_rollout_done: Callable[[Rollout], None] | None = None
 
+    @cached_property
+    def scenario_guidance(self) -> str | None:
+        """The scenario's guidance, which an imported SimLab task's instruction carries; read once per run."""
+        return scenario_guidance(self.scenario.root, self.scenario.template)
+
     async def run(self, rollout: NewRollout) -> None:
         """Execute one pending rollout holding one slot, unless the run was cancelled, its cost ceiling is
         reached, or another process claimed the rollout first."""
@@ -300,6 +307,7 @@ class RolloutJob:
             agent_environment=self.settings.agent_environment,
             user_model_config=self.user_model_config,
             npc_profiles=npc_profiles_of(self.scenario, task),
+            scenario_guidance=self.scenario_guidance if task.simlab_origin else None,
         )
         try:
             return await self.engine.execute(spec, RollingObserver(self.progress, rollout.rollout_id), self.cancel)
