@@ -289,6 +289,8 @@ class ToolServerHost:
 
 #: How long a health probe of the host may take before it counts as a miss.
 HEALTH_TIMEOUT_SECONDS = 1.5
+#: The host's queue of connections not yet accepted (uvicorn's default, 2,048, would also hold a thousand).
+LISTEN_BACKLOG = 4096
 _KILL_WAIT_SECONDS = 10.0
 #: How often a child host checks that the process that started it is still alive.
 PARENT_WATCH_SECONDS = 1.0
@@ -361,7 +363,10 @@ class ToolServerProcess:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((self.host, 0))
-        listener.listen(1024)
+        # Every rollout in flight may connect at once (a thousand when their model calls answer together):
+        # a queue shorter than that drops connections, which then wait out a TCP retransmit of a second or more.
+        # The kernel caps it at net.core.somaxconn.
+        listener.listen(LISTEN_BACKLOG)
         self._socket = listener
         self.port = int(listener.getsockname()[1])
         self._spawn()
@@ -467,6 +472,7 @@ def _serve(
             access_log=False,
             lifespan="on",
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            backlog=LISTEN_BACKLOG,  # uvicorn listens on the inherited socket again, with its own backlog
         )
     )
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from eval_pipelines.toolservers import ToolServerAdmin
-from eval_pipelines.toolservers.host import ToolServerProcess
+from eval_pipelines.toolservers.host import LISTEN_BACKLOG, ToolServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,3 +104,18 @@ def test_the_child_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
         assert _wait_gone(child, 15), "the tool server process outlived its parent"
     finally:
         parent.kill()
+
+
+def test_the_host_queues_a_thousand_connections_and_may_open_as_many_files_as_allowed() -> None:
+    # A thousand rollouts whose model calls answer together connect at once: none may be dropped for a short
+    # accept queue, and each holds a descriptor in the host.
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    with ToolServerProcess(["email"]) as host:
+        listing = subprocess.run(
+            ["ss", "-ltnH", f"sport = :{host.port}"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.split()
+        limits = Path(f"/proc/{host.pid}/limits").read_text().splitlines()
+    backlog = int(listing[2])  # State Recv-Q Send-Q ...: a listener's Send-Q is its backlog
+    assert backlog == min(LISTEN_BACKLOG, somaxconn) and backlog >= 1000
+    soft, hard = next(line.split()[3:5] for line in limits if line.startswith("Max open files"))
+    assert soft == hard
