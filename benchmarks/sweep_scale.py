@@ -125,6 +125,8 @@ class Sampler:
     store: Path
     interval: float = 1.0
     progress: list[tuple[float, int]] = field(default_factory=list)
+    #: The sweep CLI's resident set (MiB) at each progress sample: memory that grows with rollouts shows here.
+    root_rss: list[float] = field(default_factory=list)
     peaks: dict[int, tuple[str, float]] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -144,6 +146,7 @@ class Sampler:
         except sqlite3.Error:
             return
         self.progress.append((time.monotonic(), int(done)))
+        self.root_rss.append(_rss_mib(self.root_pid))
 
     def _sample_processes(self) -> None:
         for pid in _descendants(self.root_pid) | {self.root_pid}:
@@ -154,6 +157,16 @@ class Sampler:
                 continue
             hwm = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
             self.peaks[pid] = (_role(cmdline), round(hwm / 1024, 1))
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    return next(
+        (round(int(line.split()[1]) / 1024, 1) for line in status.splitlines() if line.startswith("VmRSS:")), 0.0
+    )
 
 
 def _descendants(root: int) -> set[int]:
@@ -229,15 +242,17 @@ def project_env(project: Path) -> dict[str, str]:
     return env
 
 
-def windows(progress: list[tuple[float, int]], total: int, start: float) -> list[dict[str, Any]]:
-    """Rollouts/s in each tenth of the rollouts, from the first sample at or past each tenth's end."""
+def windows(progress: list[tuple[float, int]], rss: list[float], total: int, start: float) -> list[dict[str, Any]]:
+    """Rollouts/s in each tenth of the rollouts, from the first sample at or past each tenth's end, and the sweep
+    CLI's resident set then."""
     rows = []
     previous_time, previous_done = start, 0
     for index in range(1, WINDOWS + 1):
         target = math.ceil(total * index / WINDOWS)
-        reached = next(((t, d) for t, d in progress if d >= target), None)
-        if reached is None:
+        at = next((i for i, (_, d) in enumerate(progress) if d >= target), None)
+        if at is None:
             break
+        reached = progress[at]
         elapsed = reached[0] - previous_time
         rows.append(
             {
@@ -245,6 +260,7 @@ def windows(progress: list[tuple[float, int]], total: int, start: float) -> list
                 "rollouts": reached[1] - previous_done,
                 "seconds": round(elapsed, 1),
                 "rollouts_per_s": round((reached[1] - previous_done) / elapsed, 1) if elapsed > 0 else None,
+                "cli_rss_mib": rss[at],
             }
         )
         previous_time, previous_done = reached
@@ -411,7 +427,7 @@ def run_sweep(project: Path, total: int) -> dict[str, Any]:
         "rollouts_finished": sampler.progress[-1][1] if sampler.progress else 0,
         "rollout_phase_s": round(rollouts_done - started, 1) if rollouts_done else None,
         "rollouts_per_s_overall": round(total / wall, 1),
-        "windows": windows(sampler.progress, total, started),
+        "windows": windows(sampler.progress, sampler.root_rss, total, started),
         "peak_rss_by_role": by_role,
         "sweep_log_tail": (project / "sweep.log").read_text(errors="replace")[-1500:],
     }
@@ -428,10 +444,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"- wall {sweep['wall_s']} s (exit {sweep['exit']}), {sweep['rollouts_per_s_overall']} rollouts/s overall; "
         f"the last rollout finished at {sweep['rollout_phase_s']} s",
         "",
-        "| window | rollouts | s | rollouts/s |",
-        "|---|---|---|---|",
+        "| window | rollouts | s | rollouts/s | sweep CLI RSS MiB |",
+        "|---|---|---|---|---|",
     ]
-    lines += [f"| {w['window']} | {w['rollouts']} | {w['seconds']} | {w['rollouts_per_s']} |" for w in sweep["windows"]]
+    lines += [
+        f"| {w['window']} | {w['rollouts']} | {w['seconds']} | {w['rollouts_per_s']} | {w['cli_rss_mib']} |"
+        for w in sweep["windows"]
+    ]
     lines += ["", "| process | count | peak RSS MiB |", "|---|---|---|"]
     lines += [
         f"| {role} | {v['processes']} | {v['max_peak_rss_mib']} |" for role, v in sweep["peak_rss_by_role"].items()
