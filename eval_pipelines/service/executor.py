@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import shutil
@@ -60,6 +61,12 @@ CANCEL_POLL_SECONDS = 1.0
 PROGRESS_POLL_SECONDS = 0.5
 #: How long a rollout's phase and step events may wait in memory before they are written.
 PROGRESS_FLUSH_SECONDS = 0.25
+#: The cyclic collector's thresholds in a process running rollouts. A rollout in flight holds its objects (its
+#: transcript, its seeded state) for as long as its model calls take, seconds each, so they outlive the young
+#: generations; at Python's default (a collection every 700 allocations) the collector re-scanned them over and
+#: over and its full collections walked every rollout in flight: 5.5 of 19 CPU-ms a rollout at 500 in flight
+#: with 2 s calls, 1.7 with these.
+ROLLOUT_GC_THRESHOLDS = (20_000, 20, 20)
 
 
 class NotFound(LookupError):
@@ -75,6 +82,13 @@ class ToolRuntime(Protocol):
     def tool_server_urls(self) -> dict[str, str]: ...
 
     def resolve(self, config: ModelConfig) -> ModelConfig: ...
+
+
+def collect_less_often() -> None:
+    """Raise the collector's thresholds to `ROLLOUT_GC_THRESHOLDS` for the rest of this process's life (never
+    lower them: the process was tuned by someone else)."""
+    if gc.get_threshold()[0] < ROLLOUT_GC_THRESHOLDS[0]:
+        gc.set_threshold(*ROLLOUT_GC_THRESHOLDS)
 
 
 async def _flush_periodically(progress: ProgressBuffer) -> None:
@@ -350,6 +364,7 @@ class RunExecutor:
         run_id = run.run_id
         parallel = max(slots.capacity, 1)
         scenario = self.scenario(run.scenario_id)
+        collect_less_often()
         cancel = asyncio.Event()
         if self.store.cancel_requested(run_id):
             cancel.set()

@@ -372,3 +372,27 @@ def test_a_run_s_connection_pools_and_limiter_follow_its_max_parallel(
     run = service.complete_run(service.executor.launch(request).run_id, request)
     assert run.completed == 1
     assert seen == {"limiter": parallel, "chat_connections": parallel, "tool_connections": parallel}
+
+
+def test_a_process_running_rollouts_collects_cycles_less_often_and_never_lowers_a_tuned_threshold(
+    tmp_path: Path, slow_model: str
+) -> None:
+    import gc
+
+    from eval_pipelines.service.executor import ROLLOUT_GC_THRESHOLDS
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        service = SpreadRun(tmp_path)
+        service.executor.workers = 1
+        request = _request(slow_model, tasks=1, rollout_count=1, max_parallel=2, name="gc")
+        assert service.complete_run(service.executor.launch(request).run_id, request).completed == 1
+        assert gc.get_threshold() == ROLLOUT_GC_THRESHOLDS
+        tuned = (ROLLOUT_GC_THRESHOLDS[0] * 2, 5, 5)
+        gc.set_threshold(*tuned)
+        again = _request(slow_model, tasks=1, rollout_count=1, max_parallel=2, name="gc-tuned")
+        assert service.complete_run(service.executor.launch(again).run_id, again).completed == 1
+        assert gc.get_threshold() == tuned
+    finally:
+        gc.set_threshold(*before)
