@@ -32,9 +32,11 @@ def simulated_personas() -> dict[str, SimPersona]:
 #: the child host imports it.
 SIMULATED_SERVER_FACTORY = "eval_pipelines.taskgen.schema_server:served_from_definition"
 
-#: Probe period and consecutive misses before the tool-server host is replaced.
+#: Probe period and consecutive misses before the tool-server host is replaced: a frozen host goes within about
+#: 16 s (with the probe's own 5 s timeout). Two misses of 1.5 s replaced a host that was only busy, its /health
+#: queued behind the tool calls of a thousand rollouts in flight, and with it every one of their workspaces.
 HEALTH_INTERVAL_SECONDS = 0.5
-HEALTH_MISSES = 2
+HEALTH_MISSES = 3
 logger = logging.getLogger(__name__)
 
 _tool_host: ToolServerProcess | None = None

@@ -287,8 +287,9 @@ class ToolServerHost:
         self.stop()
 
 
-#: How long a health probe of the host may take before it counts as a miss.
-HEALTH_TIMEOUT_SECONDS = 1.5
+#: How long a health probe of the host may take before it counts as a miss: a busy host answers /health after
+#: the requests queued before it, seconds' worth with a thousand rollouts in flight on a loaded machine.
+HEALTH_TIMEOUT_SECONDS = 5.0
 #: The host's queue of connections not yet accepted (uvicorn's default, 2,048, would also hold a thousand).
 LISTEN_BACKLOG = 4096
 _KILL_WAIT_SECONDS = 10.0
