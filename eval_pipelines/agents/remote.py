@@ -29,10 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import sys
-import tempfile
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,8 +40,7 @@ from eval_pipelines.agents.model_proxy import ModelProxy
 from eval_pipelines.agents.simlab_adapter import SimLabContext, SimLabEnvironment
 from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavailable
 from eval_pipelines.inputs.paths import cache_dir, project_dir
-from eval_pipelines.lib.confine import confined_argv, scrubbed_environment
-from eval_pipelines.lib.proc_group import ProcessGroup
+from eval_pipelines.lib.child import ChildLimits, ContainedChild
 from eval_pipelines.lib.venvs import VenvInstallError, cached_venv, install_digest
 from eval_pipelines.llm.client import ChatClient
 from eval_pipelines.llm.deadline import current_deadline
@@ -107,20 +103,14 @@ def agent_paths(spec: AgentEnvironment) -> list[str]:
     return [str((root / path).resolve()) for path in spec.paths] if spec.paths is not None else [str(root)]
 
 
-class _StderrTail:
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._chunks: deque[bytes] = deque()
-        self._size = 0
-
-    def add(self, chunk: bytes) -> None:
-        self._chunks.append(chunk)
-        self._size += len(chunk)
-        while self._size > self._limit and len(self._chunks) > 1:
-            self._size -= len(self._chunks.popleft())
-
-    def text(self) -> str:
-        return b"".join(self._chunks)[-self._limit :].decode("utf-8", "replace").strip()
+AGENT_WORKER_LIMITS = ChildLimits(
+    memory_bytes=AGENT_WORKER_MEMORY_BYTES,
+    cpu_seconds=AGENT_WORKER_CPU_SECONDS,
+    file_bytes=AGENT_WORKER_FILE_BYTES,
+    max_tasks=AGENT_WORKER_MAX_TASKS,
+    stderr_bytes=AGENT_WORKER_STDERR_BYTES,
+    line_bytes=MAX_AGENT_WORKER_LINE_BYTES,
+)
 
 
 class AgentWorker:
@@ -129,58 +119,32 @@ class AgentWorker:
     def __init__(self, python: Path, env: dict[str, str]) -> None:
         self.python = python
         self._extra_env = env
-        self.process: asyncio.subprocess.Process | None = None
-        self._group: ProcessGroup | None = None
-        self._workdir: Path | None = None
-        self._stderr = _StderrTail(AGENT_WORKER_STDERR_BYTES)
-        self._stderr_task: asyncio.Task[None] | None = None
+        self._child: ContainedChild | None = None
         self._write_lock = asyncio.Lock()
 
     @property
+    def process(self) -> asyncio.subprocess.Process | None:
+        return None if self._child is None else self._child.process
+
+    @property
     def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
+        return None if self._child is None else self._child.pid
 
     async def start(self) -> None:
-        workdir = Path(tempfile.mkdtemp(prefix="agent-worker-"))
-        self._workdir = workdir
-        env = scrubbed_environment({"HOME": str(workdir), "TMPDIR": str(workdir), **self._extra_env})
-        # Only the agent's interpreter's own packages: this project's search path must not leak into it.
-        env.pop("PYTHONPATH", None)
-        env.pop("VIRTUAL_ENV", None)
-        argv = confined_argv(
-            [str(self.python), "-I", str(WORKER_SCRIPT)],
-            writable=workdir,
-            memory_bytes=AGENT_WORKER_MEMORY_BYTES,
-            cpu_seconds=AGENT_WORKER_CPU_SECONDS,
-            file_bytes=AGENT_WORKER_FILE_BYTES,
-        )
         try:
-            self.process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            self._child = await ContainedChild.start(
+                [str(self.python), "-I", str(WORKER_SCRIPT)],
+                limits=AGENT_WORKER_LIMITS,
+                family=AGENT_CGROUP_FAMILY,
+                workdir_prefix="agent-worker-",
+                env=self._extra_env,
                 cwd=project_dir(),
-                env=env,
-                start_new_session=True,
-                limit=MAX_AGENT_WORKER_LINE_BYTES,
             )
         except OSError as exc:
             raise AgentEnvironmentError(f"the agent's worker could not start with {self.python}: {exc}") from None
-        self._group = ProcessGroup.contain(
-            self.process.pid, max_tasks=AGENT_WORKER_MAX_TASKS, family=AGENT_CGROUP_FAMILY
-        )
-        self._stderr_task = asyncio.create_task(self._drain_stderr(self.process))
-
-    async def _drain_stderr(self, process: asyncio.subprocess.Process) -> None:
-        assert process.stderr is not None
-        with contextlib.suppress(ConnectionError, ValueError):
-            while chunk := await process.stderr.read(4096):
-                self._stderr.add(chunk)
 
     def stderr_tail(self) -> str:
-        text = self._stderr.text()
-        return f"; its last output: {text}" if text else ""
+        return "" if self._child is None else self._child.stderr_tail()
 
     async def send(self, message: dict[str, Any]) -> None:
         assert self.process is not None and self.process.stdin is not None
@@ -200,7 +164,8 @@ class AgentWorker:
         except (ValueError, asyncio.LimitOverrunError):
             raise AgentEnvironmentError("the agent's worker wrote a line over the size limit") from None
         if not line:
-            await self._wait_briefly()
+            assert self._child is not None
+            await self._child.wait_briefly()
             raise AgentEnvironmentError(
                 f"the agent's worker exited (status {self.process.returncode}) before it finished{self.stderr_tail()}"
             )
@@ -212,36 +177,10 @@ class AgentWorker:
             raise AgentEnvironmentError("the agent's worker wrote a line that is not a JSON object")
         return message
 
-    async def _wait_briefly(self) -> None:
-        # Its exit status and last words, when it is exiting anyway.
-        assert self.process is not None
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.process.wait(), 2.0)
-        if self._stderr_task is not None:
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
-
     async def close(self) -> None:
-        process, group, workdir = self.process, self._group, self._workdir
-        self.process, self._group, self._workdir = None, None, None
-        if process is not None:
-            if group is not None:
-                group.kill()
-            else:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-            await process.wait()
-            if group is not None:
-                group.release()
-            if process.stdin is not None:
-                process.stdin.close()
-        if self._stderr_task is not None:
-            self._stderr_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._stderr_task
-            self._stderr_task = None
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        child, self._child = self._child, None
+        if child is not None:
+            await child.close()
 
 
 class RemoteAgent(BaseAgent):

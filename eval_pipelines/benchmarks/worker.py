@@ -18,17 +18,12 @@ an `UpstreamOpError`, and the worker lives on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import shutil
-import tempfile
-from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.lib.confine import confined_argv, scrubbed_environment
-from eval_pipelines.lib.proc_group import ProcessGroup
+from eval_pipelines.lib.child import ChildLimits, ContainedChild
 from eval_pipelines.schemas.limits import (
     MAX_UPSTREAM_REPLY_BYTES,
     UPSTREAM_STDERR_BYTES,
@@ -44,6 +39,14 @@ DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
 DEFAULT_START_TIMEOUT_SECONDS = 120.0
 #: The cgroup family of upstream workers (apart from the verifier workers', so neither clears the other's).
 WORKER_CGROUP_FAMILY = "upstream-workers"
+UPSTREAM_WORKER_LIMITS = ChildLimits(
+    memory_bytes=UPSTREAM_WORKER_MEMORY_BYTES,
+    cpu_seconds=UPSTREAM_WORKER_CPU_SECONDS,
+    file_bytes=UPSTREAM_WORKER_FILE_BYTES,
+    max_tasks=UPSTREAM_WORKER_MAX_TASKS,
+    stderr_bytes=UPSTREAM_STDERR_BYTES,
+    line_bytes=MAX_UPSTREAM_REPLY_BYTES,
+)
 
 
 class WorkerError(RuntimeError):
@@ -52,24 +55,6 @@ class WorkerError(RuntimeError):
 
 class UpstreamOpError(RuntimeError):
     """The op raised inside the worker; the message is the upstream exception's type and text."""
-
-
-class _StderrTail:
-    """The last `limit` bytes a process wrote to stderr, for error messages; older output is dropped."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._chunks: deque[bytes] = deque()
-        self._size = 0
-
-    def add(self, chunk: bytes) -> None:
-        self._chunks.append(chunk)
-        self._size += len(chunk)
-        while self._size > self.limit and len(self._chunks) > 1:
-            self._size -= len(self._chunks.popleft())
-
-    def text(self) -> str:
-        return b"".join(self._chunks)[-self.limit :].decode("utf-8", "replace").strip()
 
 
 class UpstreamWorker:
@@ -94,20 +79,16 @@ class UpstreamWorker:
         self.start_timeout = start_timeout
         #: incremented at every start: state a caller created in an older generation is gone.
         self.generation = 0
-        self._process: asyncio.subprocess.Process | None = None
-        self._group: ProcessGroup | None = None
-        self._workdir: Path | None = None
-        self._stderr = _StderrTail(UPSTREAM_STDERR_BYTES)
-        self._stderr_task: asyncio.Task[None] | None = None
+        self._child: ContainedChild | None = None
         self._lock: asyncio.Lock | None = None
         self._next_id = 0
 
     @property
     def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
+        return None if self._child is None else self._child.pid
 
     def is_running(self) -> bool:
-        return self._process is not None and self._process.returncode is None
+        return self._child is not None and self._child.is_running()
 
     async def request(self, op: str, *, timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS, **arguments: Any) -> Any:
         """The op's result; `UpstreamOpError` if it raised in the worker, `WorkerError` if the worker failed."""
@@ -120,8 +101,9 @@ class UpstreamWorker:
             return await self._exchange(op, arguments, timeout)
 
     async def _exchange(self, op: str, arguments: dict[str, Any], timeout: float) -> Any:
-        process = self._process
-        assert process is not None and process.stdin is not None and process.stdout is not None
+        assert self._child is not None
+        process, tail = self._child.process, self._child.stderr_tail
+        assert process.stdin is not None and process.stdout is not None
         self._next_id += 1
         request_id = self._next_id
         try:
@@ -138,10 +120,10 @@ class UpstreamWorker:
         except (ConnectionError, ValueError, asyncio.LimitOverrunError) as exc:
             # ValueError: a reply line over MAX_UPSTREAM_REPLY_BYTES.
             await self._kill()
-            raise WorkerError(f"upstream worker {self.script.name}: {op!r} failed: {exc}{self._tail()}") from None
+            raise WorkerError(f"upstream worker {self.script.name}: {op!r} failed: {exc}{tail()}") from None
         if not raw:
             await self._kill()
-            raise WorkerError(f"upstream worker {self.script.name} exited during {op!r}{self._tail()}")
+            raise WorkerError(f"upstream worker {self.script.name} exited during {op!r}{tail()}")
         try:
             reply = json.loads(raw)
         except ValueError:
@@ -156,73 +138,24 @@ class UpstreamWorker:
             raise UpstreamOpError(str(reply.get("error", "unknown error")))
         return reply.get("result")
 
-    def _tail(self) -> str:
-        text = self._stderr.text()
-        return f"; its last output: {text}" if text else ""
-
     async def _start(self) -> None:
         await self._kill()
         self.generation += 1
-        self._stderr = _StderrTail(UPSTREAM_STDERR_BYTES)
-        workdir = Path(tempfile.mkdtemp(prefix="upstream-worker-"))
-        self._workdir = workdir
-        env = scrubbed_environment({"HOME": str(workdir), "TMPDIR": str(workdir), **self.extra_env})
-        # Only the upstream venv's own packages: the project's search path must not leak into it.
-        env.pop("PYTHONPATH", None)
-        env.pop("VIRTUAL_ENV", None)
-        argv = confined_argv(
-            [str(self.python), "-I", str(self.script.resolve())],
-            writable=workdir,
-            memory_bytes=UPSTREAM_WORKER_MEMORY_BYTES,
-            cpu_seconds=UPSTREAM_WORKER_CPU_SECONDS,
-            file_bytes=UPSTREAM_WORKER_FILE_BYTES,
-        )
         try:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=workdir,
-                env=env,
-                start_new_session=True,
-                limit=MAX_UPSTREAM_REPLY_BYTES,
+            self._child = await ContainedChild.start(
+                [str(self.python), "-I", str(self.script.resolve())],
+                limits=UPSTREAM_WORKER_LIMITS,
+                family=WORKER_CGROUP_FAMILY,
+                workdir_prefix="upstream-worker-",
+                env=self.extra_env,
             )
         except OSError as exc:
             raise WorkerError(f"upstream worker {self.script.name} could not start: {exc}") from None
-        self._process = process
-        self._group = ProcessGroup.contain(
-            process.pid, max_tasks=UPSTREAM_WORKER_MAX_TASKS, family=WORKER_CGROUP_FAMILY
-        )
-        self._stderr_task = asyncio.create_task(self._drain_stderr(process))
-
-    async def _drain_stderr(self, process: asyncio.subprocess.Process) -> None:
-        assert process.stderr is not None
-        with contextlib.suppress(ConnectionError, ValueError):
-            while chunk := await process.stderr.read(4096):
-                self._stderr.add(chunk)
 
     async def _kill(self) -> None:
-        process, group, workdir = self._process, self._group, self._workdir
-        self._process, self._group, self._workdir = None, None, None
-        if process is not None:
-            if group is not None:
-                group.kill()
-            else:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-            await process.wait()
-            if group is not None:
-                group.release()
-            if process.stdin is not None:
-                process.stdin.close()
-        if self._stderr_task is not None:
-            self._stderr_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._stderr_task
-            self._stderr_task = None
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        child, self._child = self._child, None
+        if child is not None:
+            await child.close()
 
     async def close(self) -> None:
         """Stop the worker and everything it started; a later request starts a new one."""
