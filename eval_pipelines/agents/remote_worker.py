@@ -135,8 +135,9 @@ class StandInRunArtifacts:
         self.steps_taken += 1
 
 
-def _run_coroutine(coro: Any) -> Any:
-    """SimLab's rule for a coroutine met in sync code: run it here, or on a helper thread inside a running loop."""
+def run_coroutine(coro: Any) -> Any:
+    """SimLab's rule for a coroutine met in sync code: run it here, or on a helper thread inside a running loop.
+    Also `simlab_adapter.py`'s (which may import this file; this file imports nothing of ours)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -181,10 +182,10 @@ def _environment_class(channel: Channel, classes: dict[str, Any]) -> type:
             return result_class(observation=result["observation"], is_error=bool(result["is_error"]))
 
         def list_tools(self, tool_server: str | None = None) -> list[dict[str, Any]]:
-            return _run_coroutine(self.alist_tools(tool_server))
+            return run_coroutine(self.alist_tools(tool_server))
 
         def call_tool(self, tool_server: str, tool_name: str, parameters: dict[str, Any]) -> Any:
-            return _run_coroutine(self.acall_tool(tool_server, tool_name, parameters))
+            return run_coroutine(self.acall_tool(tool_server, tool_name, parameters))
 
     return ChannelEnvironment
 
@@ -248,7 +249,7 @@ def _construct(start: dict[str, Any]) -> Any:
 
 
 def _maybe_await(value: Any) -> Any:
-    return _run_coroutine(value) if inspect.iscoroutine(value) else value
+    return run_coroutine(value) if inspect.iscoroutine(value) else value
 
 
 def _run(channel: Channel, start: dict[str, Any]) -> None:

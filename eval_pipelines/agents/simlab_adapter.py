@@ -18,12 +18,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import threading
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from eval_pipelines.agents.base import BaseAgent, construct_agent
+from eval_pipelines.agents.remote_worker import run_coroutine
 from eval_pipelines.environments.base import BaseEnvironment
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.schemas.tools import ToolCall, ToolCallResult
@@ -118,28 +117,11 @@ class SimLabEnvironment:
     def tool_servers(self) -> dict[str, str]:
         return {namespace.name: namespace.endpoint or "" for namespace in self.list_tool_namespaces()}
 
-    def _run_sync(self, coro: Any) -> Any:
-        # SimLab's own rule: from a thread with no loop, run one; from inside a loop, use a helper thread.
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(coro)
-        done: Future[Any] = Future()
-
-        def target() -> None:
-            try:
-                done.set_result(asyncio.run(coro))
-            except BaseException as exc:  # handed to the caller, as SimLab does
-                done.set_exception(exc)
-
-        threading.Thread(target=target, daemon=True).start()
-        return done.result()
-
     def list_tools(self, tool_server: str | None = None) -> list[dict[str, Any]]:
-        return self._run_sync(self.alist_tools(tool_server))
+        return run_coroutine(self.alist_tools(tool_server))
 
     def call_tool(self, tool_server: str, tool_name: str, parameters: dict[str, Any]) -> SimLabStepResult:
-        return self._run_sync(self.acall_tool(tool_server, tool_name, parameters))
+        return run_coroutine(self.acall_tool(tool_server, tool_name, parameters))
 
 
 class SimLabContext:
