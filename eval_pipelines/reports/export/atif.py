@@ -10,7 +10,7 @@ with a system step saying so, never a reward of 0.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -230,14 +230,31 @@ def write_trajectory(path: Path, trajectory: Mapping[str, Any]) -> None:
         handle.write(dump(trajectory) + "\n")
 
 
-def export_atif(reader: SweepReader, groups: list[Group], out: Path, tools: TaskTools) -> ExportSummary:
+def export_per_rollout(
+    reader: SweepReader,
+    groups: list[Group],
+    out: Path,
+    *,
+    format_name: str,
+    unit: str,
+    write: Callable[[Path, Group, RolloutRecord], None],
+) -> ExportSummary:
+    """The exports that write one `unit` (a file, a folder) per rollout into the directory `out` (ATIF
+    trajectories, SimLab run folders): `write(out, group, record)` for every rollout of `groups`."""
     if out.exists() and not out.is_dir():
-        raise ExportError(f"--out {out} is a file; atif writes one trajectory per rollout into a directory")
+        raise ExportError(f"--out {out} is a file; {format_name} writes one {unit} per rollout into a directory")
     written = 0
     for group in groups:
         for batch in reader.batches_of(group):
             for record in batch:
-                trajectory = atif_trajectory(record, tools.of(group.scenario_id, record.row["task_id"]))
-                write_trajectory(out / atif_file_name(record.row), trajectory)
+                write(out, group, record)
                 written += 1
-    return ExportSummary(reader.sweep_id, "atif", [out], written, 0, reader.batches)
+    return ExportSummary(reader.sweep_id, format_name, [out], written, 0, reader.batches)
+
+
+def export_atif(reader: SweepReader, groups: list[Group], out: Path, tools: TaskTools) -> ExportSummary:
+    def write(out: Path, group: Group, record: RolloutRecord) -> None:
+        trajectory = atif_trajectory(record, tools.of(group.scenario_id, record.row["task_id"]))
+        write_trajectory(out / atif_file_name(record.row), trajectory)
+
+    return export_per_rollout(reader, groups, out, format_name="atif", unit="trajectory", write=write)

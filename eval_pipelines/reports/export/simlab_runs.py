@@ -22,11 +22,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.reports.export.atif import atif_trajectory, rollout_error, rollout_provider, write_trajectory
+from eval_pipelines.reports.export.atif import (
+    atif_trajectory,
+    export_per_rollout,
+    rollout_error,
+    rollout_provider,
+    write_trajectory,
+)
 from eval_pipelines.reports.export.messages import CallRequest, Turn, transcript_turns
 from eval_pipelines.reports.export.output import (
     AtomicText,
-    ExportError,
     ExportSummary,
     iso_utc,
     rollout_stem,
@@ -223,13 +228,8 @@ def write_run_folder(folder: Path, record: RolloutRecord, tools: list[dict[str, 
 
 
 def export_simlab(reader: SweepReader, groups: list[Group], out: Path, tools: TaskTools) -> ExportSummary:
-    if out.exists() and not out.is_dir():
-        raise ExportError(f"--out {out} is a file; simlab writes one folder per rollout into a directory")
-    written = 0
-    for group in groups:
-        for batch in reader.batches_of(group):
-            for record in batch:
-                task_tools = tools.of(group.scenario_id, record.row["task_id"])
-                write_run_folder(out / run_folder_name(record.row), record, task_tools)
-                written += 1
-    return ExportSummary(reader.sweep_id, "simlab", [out], written, 0, reader.batches)
+    def write(out: Path, group: Group, record: RolloutRecord) -> None:
+        task_tools = tools.of(group.scenario_id, record.row["task_id"])
+        write_run_folder(out / run_folder_name(record.row), record, task_tools)
+
+    return export_per_rollout(reader, groups, out, format_name="simlab", unit="folder", write=write)
