@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,14 @@ import pytest
 from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.inputs.simlab_bundle import ImportReport, import_bundle
-from eval_pipelines.llm.types import ChatMessage, ChatRequest
-from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
 from eval_pipelines.schemas.scenarios import Task
-from eval_pipelines.sim.npc import SIM_NPC, parse_persona_prompt, sim_npc_persona
+from eval_pipelines.sim.npc import parse_persona_prompt
 from eval_pipelines.toolservers.base import ToolContext
 from eval_pipelines.toolservers.chat import ChatServer
 from eval_pipelines.toolservers.npc import npc_seed_item
+from tests.support.ask_sarah import ASK_SARAH_ID, SARAH, ask_sarah_task
+from tests.support.npc_responder import RecordingResponder
+from tests.support.task_runs import run_one_task
 
 from .test_bundle_import import SCENARIO_ID, write_bundle
 
@@ -37,22 +37,6 @@ AISHA_CHAT = {
     "quirks": "answers in one line",
     "secret": "the spare bulb is in cabinet 7",
 }
-SARAH = {"id": "sarah_chen", "name": "Sarah Chen", "role": "frustrated_customer", "traits": "impatient"}
-
-
-class RecordingResponder:
-    """The deterministic simulated NPC, keeping every prompt it is given."""
-
-    def __init__(self) -> None:
-        self.prompts: list[list[ChatMessage]] = []
-
-    @property
-    def model(self) -> str:
-        return SIM_NPC
-
-    async def reply(self, messages: list[ChatMessage]) -> str:
-        self.prompts.append(messages)
-        return sim_npc_persona(ChatRequest(model=SIM_NPC, messages=messages))
 
 
 def _import(tmp_path: Path, npcs: list[Any], profiles: list[dict[str, Any]] | None = None, **task: Any) -> Any:
@@ -238,38 +222,15 @@ def test_a_rollout_talks_to_the_imported_npc_and_a_simlab_verifier_sees_it_under
     bundle = write_bundle(tmp_path)
     (bundle / "tasks" / f"{TASK}.json").unlink()
     (bundle / "verifiers" / "sarah_order.py").write_text(NPC_VERIFIER)
-    task = {
-        "meta": {"task_id": "ask_sarah", "display_name": "Ask Sarah", "difficulty": "easy", "category": "support"},
-        "task": "Message Sarah Chen and ask her which order she is waiting for.",
-        "tool_servers": [],
-        "npcs": [{**SARAH, "context": "Her laptop order #4411 is three weeks late.", "secret": "she is a reseller"}],
-        "verifiers": [{"func": "python_module", "module": "collinear.scenarios.ops.verifiers.sarah_order"}],
-        "reference_actions": [
-            {
-                "tool_server": "chat",
-                "tool_name": "npc_send_message",
-                "parameters": {"to": "Sarah Chen", "message": "Which order are you waiting for?"},
-            }
-        ],
-    }
-    (bundle / "tasks" / "ask_sarah.json").write_text(json.dumps(task))
+    (bundle / "tasks" / f"{ASK_SARAH_ID}.json").write_text(
+        json.dumps(ask_sarah_task("sarah_order", secret="she is a reseller"))
+    )
     report = import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID)
     assert report.unrunnable == {}, report.lines()
     backend = local_backend(tmp_path / "data", ScenarioCatalog(tmp_path / "scenarios"))
 
     def run(model: str) -> Any:
-        request = RunLaunchRequest.model_validate(
-            {
-                "scenario_id": SCENARIO_ID,
-                "task_ids": ["ask_sarah"],
-                "model_config": {"model": model, "base_url": "sim://local", "api_key": "x"},
-                "run_name": f"npc-{model}-{uuid.uuid4().hex[:8]}",
-            }
-        )
-        run_id = backend.launch_or_resume(request)
-        backend.complete_run(run_id, request, timeout_seconds=60)
-        [rollout] = backend.list_rollouts(run_id)
-        assert rollout.status == RolloutStatus.COMPLETED and rollout.result is not None
+        rollout = run_one_task(backend, SCENARIO_ID, ASK_SARAH_ID, model=model, run_label="npc")
         [verdict] = rollout.result.verifiers
         return verdict
 

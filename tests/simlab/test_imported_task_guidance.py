@@ -6,7 +6,6 @@ told its task by the request's `user` field, so it still finds and passes the ta
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,14 +15,15 @@ from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.hosted import simlab_instruction
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.inputs.simlab_bundle import import_bundle
-from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
 from eval_pipelines.schemas.scenarios import Task
+from tests.support.ask_sarah import ASK_SARAH_ID, ASK_SARAH_TEXT, ask_sarah_task
+from tests.support.task_runs import run_one_task
 
 from .test_bundle_import import SCENARIO_ID, write_bundle
-from .test_bundle_npcs import NPC_VERIFIER, SARAH, TASK
+from .test_bundle_npcs import NPC_VERIFIER, TASK
 
 GUIDANCE = "Sign every message as the operations desk.\nNever promise a refund."
-TEXT = "Message Sarah Chen and ask her which order she is waiting for."
+TEXT = ASK_SARAH_TEXT
 
 
 def test_only_an_imported_tasks_instruction_carries_the_guidance() -> None:
@@ -42,35 +42,11 @@ def test_an_imported_tasks_rollout_is_instructed_with_the_scenario_guidance(
     (bundle / "tasks" / f"{TASK}.json").unlink()
     (bundle / "verifiers" / "sarah_order.py").write_text(NPC_VERIFIER)
     (bundle / "env.yaml").write_text(json.dumps({"name": "ops", "scenario_guidance_md": GUIDANCE}))
-    task = {
-        "meta": {"task_id": "ask_sarah", "display_name": "Ask Sarah", "difficulty": "easy", "category": "support"},
-        "task": TEXT,
-        "tool_servers": [],
-        "npcs": [{**SARAH, "context": "Her laptop order #4411 is three weeks late."}],
-        "verifiers": [{"func": "python_module", "module": "collinear.scenarios.ops.verifiers.sarah_order"}],
-        "reference_actions": [
-            {
-                "tool_server": "chat",
-                "tool_name": "npc_send_message",
-                "parameters": {"to": "Sarah Chen", "message": "Which order are you waiting for?"},
-            }
-        ],
-    }
-    (bundle / "tasks" / "ask_sarah.json").write_text(json.dumps(task))
+    (bundle / "tasks" / f"{ASK_SARAH_ID}.json").write_text(json.dumps(ask_sarah_task("sarah_order", text=TEXT)))
     assert import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID).unrunnable == {}
     backend = local_backend(tmp_path / "data", ScenarioCatalog(tmp_path / "scenarios"))
-    request = RunLaunchRequest.model_validate(
-        {
-            "scenario_id": SCENARIO_ID,
-            "task_ids": ["ask_sarah"],
-            "model_config": {"model": "sim-oracle", "base_url": "sim://local", "api_key": "x"},
-            "run_name": f"guided-{uuid.uuid4().hex[:8]}",
-        }
-    )
-    run_id = backend.launch_or_resume(request)
-    backend.complete_run(run_id, request, timeout_seconds=60)
-    [rollout] = backend.list_rollouts(run_id)
-    assert rollout.status == RolloutStatus.COMPLETED and rollout.result is not None
+    rollout = run_one_task(backend, SCENARIO_ID, ASK_SARAH_ID, run_label="guided")
+    assert rollout.result is not None
     [verdict] = rollout.result.verifiers
     assert verdict.success, verdict.message
     artifacts = backend.get_artifacts(rollout.rollout_id)

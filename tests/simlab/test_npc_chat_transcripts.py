@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,12 @@ from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.inputs.simlab_bundle import import_bundle
 from eval_pipelines.schemas.artifacts import RunArtifacts
-from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
 from eval_pipelines.verifiers.simlab_view import SimLabRunArtifacts
+from tests.support.ask_sarah import ASK_SARAH_ID, ask_sarah_task
+from tests.support.task_runs import run_one_task
 
 from .test_bundle_import import SCENARIO_ID, write_bundle
-from .test_bundle_npcs import SARAH, TASK
+from .test_bundle_npcs import TASK
 
 TRANSCRIPT_VERIFIER = '''"""Checks, from SimLab's NPC chat metadata, that the agent asked Sarah about her order."""
 
@@ -79,37 +79,12 @@ def test_a_simlab_verifier_reads_the_rollouts_npc_chat_transcripts(
     bundle = write_bundle(tmp_path)
     (bundle / "tasks" / f"{TASK}.json").unlink()
     (bundle / "verifiers" / "sarah_transcript.py").write_text(TRANSCRIPT_VERIFIER)
-    task = {
-        "meta": {"task_id": "ask_sarah", "display_name": "Ask Sarah", "difficulty": "easy", "category": "support"},
-        "task": "Message Sarah Chen and ask her which order she is waiting for.",
-        "tool_servers": [],
-        "npcs": [{**SARAH, "context": "Her laptop order #4411 is three weeks late."}],
-        "verifiers": [{"func": "python_module", "module": "collinear.scenarios.ops.verifiers.sarah_transcript"}],
-        "reference_actions": [
-            {
-                "tool_server": "chat",
-                "tool_name": "npc_send_message",
-                "parameters": {"to": "Sarah Chen", "message": "Which order are you waiting for?"},
-            }
-        ],
-    }
-    (bundle / "tasks" / "ask_sarah.json").write_text(json.dumps(task))
+    (bundle / "tasks" / f"{ASK_SARAH_ID}.json").write_text(json.dumps(ask_sarah_task("sarah_transcript")))
     assert import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID).unrunnable == {}
     backend = local_backend(tmp_path / "data", ScenarioCatalog(tmp_path / "scenarios"))
 
     def run(model: str) -> Any:
-        request = RunLaunchRequest.model_validate(
-            {
-                "scenario_id": SCENARIO_ID,
-                "task_ids": ["ask_sarah"],
-                "model_config": {"model": model, "base_url": "sim://local", "api_key": "x"},
-                "run_name": f"transcripts-{model}-{uuid.uuid4().hex[:8]}",
-            }
-        )
-        run_id = backend.launch_or_resume(request)
-        backend.complete_run(run_id, request, timeout_seconds=60)
-        [rollout] = backend.list_rollouts(run_id)
-        assert rollout.status == RolloutStatus.COMPLETED and rollout.result is not None
+        rollout = run_one_task(backend, SCENARIO_ID, ASK_SARAH_ID, model=model, run_label="transcripts")
         [verdict] = rollout.result.verifiers
         return verdict
 

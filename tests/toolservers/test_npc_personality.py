@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from eval_pipelines.llm.types import ChatMessage, ChatRequest
-from eval_pipelines.sim.npc import SIM_NPC, parse_persona_prompt, sim_npc_persona
+from eval_pipelines.sim.npc import parse_persona_prompt
 from eval_pipelines.toolservers.base import ToolContext
 from eval_pipelines.toolservers.chat import ChatServer
 from eval_pipelines.toolservers.npc import npc_seed_item, withheld_secrets
+from tests.support.npc_responder import RecordingResponder
 
 SARAH = {
     "profile_id": "sarah_chen",
@@ -29,21 +29,6 @@ PERSONALITY = {
     "quirks": "writes in short bursts",
 }
 PREFERENCE = "prefers mornings"
-
-
-class RecordingResponder:
-    """Plays every NPC with the deterministic simulated NPC, and keeps each prompt it was given."""
-
-    def __init__(self) -> None:
-        self.prompts: list[list[ChatMessage]] = []
-
-    @property
-    def model(self) -> str:
-        return SIM_NPC
-
-    async def reply(self, messages: list[ChatMessage]) -> str:
-        self.prompts.append(messages)
-        return sim_npc_persona(ChatRequest(model=SIM_NPC, messages=messages))
 
 
 def _seeded(seed: list[Any]) -> tuple[ChatServer, RecordingResponder, ToolContext]:

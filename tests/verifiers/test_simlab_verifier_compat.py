@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import json
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,12 @@ from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.inputs.simlab_bundle import import_bundle
 from eval_pipelines.schemas.artifacts import META_SIMLAB_SERVERS, META_SIMLAB_TASK, META_TOOL_SERVERS, RunArtifacts
-from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.schemas.verifiers import VerifierOutcome
 from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, VerifyJob, simlab_verifier_settings
 from eval_pipelines.verifiers.protocol import run_verifier
 from eval_pipelines.verifiers.simlab_view import SimLabRunArtifacts, simlab_task
+from tests.support.task_runs import run_one_task
 from tests.verifiers.conftest import PackageFactory
 
 CODING_BUNDLE = Path(__file__).resolve().parents[1] / "simlab" / "bundles" / "coding_files"
@@ -299,18 +298,10 @@ def test_post_runs_hands_an_imported_tasks_verifier_its_simlab_task_file(
     import_bundle(bundle_reading_its_task, tmp_path / "scenarios", "coding_files:1.0.0")
     catalog = ScenarioCatalog(tmp_path / "scenarios")
     backend = local_backend(tmp_path / "data", catalog)
-    request = RunLaunchRequest.model_validate(
-        {
-            "scenario_id": "coding_files:1.0.0",
-            "task_ids": ["workspace_summary"],
-            "model_config": {"model": "sim-oracle", "base_url": "sim://local", "api_key": "x"},
-            "run_name": f"task-file-{uuid.uuid4().hex[:8]}",
-        }
+    rollout = run_one_task(
+        backend, "coding_files:1.0.0", "workspace_summary", run_label="task-file", timeout_seconds=120
     )
-    run_id = backend.launch_or_resume(request)
-    backend.complete_run(run_id, request, timeout_seconds=120)
-    [rollout] = backend.list_rollouts(run_id)
-    assert rollout.status == RolloutStatus.COMPLETED and rollout.result is not None
+    assert rollout.result is not None
     outcome = next(o for o in rollout.result.verifiers if o.module == "reads_task")
     assert (outcome.success, outcome.is_error) == (True, False), outcome.message
     module = "collinear.scenarios.coding_files.verifiers"
