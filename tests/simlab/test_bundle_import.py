@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,8 +20,8 @@ from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.inputs.simlab_bundle import BundleImportError, import_bundle
 from eval_pipelines.pipeline.restored_servers import RestoredServers
-from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
 from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, VerifyJob
+from tests.support.task_runs import run_one_task
 
 SCENARIO_ID = "ops_bundle:1.0.0"
 AISHA = "aisha.okafor@example.com"
@@ -81,34 +79,20 @@ def test_a_bundle_without_a_task_id_is_refused_naming_the_file_and_field(tmp_pat
     assert not (tmp_path / "scenarios" / "ops_bundle_1.0.0").exists()  # nothing half-written
 
 
-def _run(backend: EvaluationBackend, model: str) -> Any:
-    request = RunLaunchRequest.model_validate(
-        {
-            "scenario_id": SCENARIO_ID,
-            "task_ids": ["ask_projector"],
-            "model_config": {"model": model, "base_url": "sim://local", "api_key": "x"},
-            "run_name": f"bundle-{model}-{uuid.uuid4().hex[:8]}",
-        }
-    )
-    run_id = backend.launch_or_resume(request)
-    backend.complete_run(run_id, request, timeout_seconds=60)
-    [rollout] = backend.list_rollouts(run_id)
-    return run_id, rollout
-
-
 @pytest.mark.slow
 def test_the_imported_simlab_verifier_passes_the_reference_and_fails_an_idle_run(
     tmp_path: Path, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     import_bundle(write_bundle(tmp_path), tmp_path / "scenarios", SCENARIO_ID)
     backend = local_backend(tmp_path / "data", ScenarioCatalog(tmp_path / "scenarios"))
-    run_id, oracle = _run(backend, "sim-oracle")
-    assert oracle.status == RolloutStatus.COMPLETED and oracle.result is not None
+    oracle = run_one_task(backend, SCENARIO_ID, "ask_projector", run_label="bundle")
+    run_id = oracle.run_id
+    assert oracle.result is not None
     [verdict] = oracle.result.verifiers
     assert verdict.success, verdict.message
     assert verdict.message == "Aisha was asked about the projector"
-    _, idle = _run(backend, "sim-noop")
-    assert idle.status == RolloutStatus.COMPLETED and idle.result is not None
+    idle = run_one_task(backend, SCENARIO_ID, "ask_projector", model="sim-noop", run_label="bundle")
+    assert idle.result is not None
     [verdict] = idle.result.verifiers
     assert not verdict.success and not verdict.is_error and verdict.message == "no send_email call on email-env"
 

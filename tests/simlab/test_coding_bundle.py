@@ -13,10 +13,8 @@ failed: a files-server state must come from FilesServer.new_state()"."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import httpx
@@ -29,11 +27,11 @@ from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.inputs.simlab_bundle import import_bundle
 from eval_pipelines.lib.serving import BackgroundServer
 from eval_pipelines.pipeline.restored_servers import USER_SERVER_NOT_RESTORABLE, RestoredServers
-from eval_pipelines.schemas.runs import RolloutStatus, RunLaunchRequest
 from eval_pipelines.toolservers import create_app
 from eval_pipelines.toolservers.files import FilesServer
 from eval_pipelines.verifiers.isolation import IsolatedVerifierRunner, VerifyJob
 from tests.reliability.support_runs import make_dagster_home
+from tests.support.task_runs import run_one_task
 
 BUNDLE = Path(__file__).resolve().parent / "bundles" / "coding_files"
 SCENARIO_ID = "coding_files:1.0.0"
@@ -73,21 +71,6 @@ def test_the_bundle_imports_onto_the_files_server(tmp_path: Path) -> None:
     assert task.verifiers == list(VERIFIERS)
 
 
-def _run(backend: EvaluationBackend, model: str) -> tuple[str, Any]:
-    request = RunLaunchRequest.model_validate(
-        {
-            "scenario_id": SCENARIO_ID,
-            "task_ids": [TASK_ID],
-            "model_config": {"model": model, "base_url": "sim://local", "api_key": "x"},
-            "run_name": f"coding-{model}-{uuid.uuid4().hex[:8]}",
-        }
-    )
-    run_id = backend.launch_or_resume(request)
-    backend.complete_run(run_id, request, timeout_seconds=120)
-    [rollout] = backend.list_rollouts(run_id)
-    return run_id, rollout
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("model", "passed"), [("sim-oracle", True), ("sim-noop", False)])
 def test_post_runs_and_a_later_verification_read_the_files_the_agent_left(
@@ -96,8 +79,9 @@ def test_post_runs_and_a_later_verification_read_the_files_the_agent_left(
     import_bundle(BUNDLE, tmp_path / "scenarios", SCENARIO_ID)
     catalog = ScenarioCatalog(tmp_path / "scenarios")
     backend = local_backend(tmp_path / "data", catalog)
-    run_id, rollout = _run(backend, model)
-    assert rollout.status == RolloutStatus.COMPLETED and rollout.result is not None
+    rollout = run_one_task(backend, SCENARIO_ID, TASK_ID, model=model, run_label="coding", timeout_seconds=120)
+    run_id = rollout.run_id
+    assert rollout.result is not None
     during = {o.module: (o.success, o.is_error, o.message) for o in rollout.result.verifiers}
     assert during == _expected(passed)
 
@@ -195,7 +179,7 @@ def test_a_server_of_the_users_own_is_read_live_by_post_runs_and_is_a_verifier_e
     _on_a_server_of_the_users_own(scenarios, users_server)
 
     backend = local_backend(project / "service-data", ScenarioCatalog(scenarios))
-    _, rollout = _run(backend, "sim-noop")
+    rollout = run_one_task(backend, SCENARIO_ID, TASK_ID, model="sim-noop", run_label="coding", timeout_seconds=120)
     assert rollout.result is not None
     assert {o.module: (o.success, o.is_error, o.message) for o in rollout.result.verifiers} == _expected(True)
 
