@@ -64,6 +64,32 @@ def _stat_fields(pid: str) -> list[str] | None:
         return None
 
 
+def _descendants(stats: Mapping[str, list[str]], root: str) -> list[str]:
+    children: dict[str, list[str]] = {}
+    for pid, stat in stats.items():
+        children.setdefault(stat[1], []).append(pid)
+    found: list[str] = []
+    frontier = [root]
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            found.append(child)
+            frontier.append(child)
+    return found
+
+
+def _process_stats() -> dict[str, list[str]]:
+    return {
+        entry.name: stat
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and (stat := _stat_fields(entry.name)) is not None
+    }
+
+
+def descendant_pids() -> list[int]:
+    """Every live (or not yet reaped) process this one started, directly or not (Linux)."""
+    return [int(pid) for pid in _descendants(_process_stats(), str(os.getpid()))]
+
+
 def process_tree_cpu_seconds() -> float:
     """CPU time (user + system) of this process and every process it started, directly or not, alive or gone:
     its own, its waited-for children's (RUSAGE_CHILDREN), and each live (or not yet reaped) descendant's own plus
@@ -72,23 +98,9 @@ def process_tree_cpu_seconds() -> float:
 
     Helper processes that outlive a run (verifier workers stopping in the background, the tool-server process)
     are in it; reading only this process's rusage would miss whatever has not been waited for yet. Linux only."""
-    parents: dict[str, str] = {}
-    fields: dict[str, list[str]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (stat := _stat_fields(entry.name)) is not None:
-            parents[entry.name] = stat[1]
-            fields[entry.name] = stat
-    descendants: list[str] = []
-    frontier = [str(os.getpid())]
-    children: dict[str, list[str]] = {}
-    for pid, ppid in parents.items():
-        children.setdefault(ppid, []).append(pid)
-    while frontier:
-        pid = frontier.pop()
-        for child in children.get(pid, []):
-            descendants.append(child)
-            frontier.append(child)
-    ticks = sum(sum(int(x) for x in fields[pid][11:15]) for pid in descendants)  # utime stime cutime cstime
+    stats = _process_stats()
+    descendants = _descendants(stats, str(os.getpid()))
+    ticks = sum(sum(int(x) for x in stats[pid][11:15]) for pid in descendants)  # utime stime cutime cstime
     return cpu_seconds() + ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -109,11 +121,6 @@ def process_peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return round(int(line.split()[1]) / 1024, 1)
     return 0.0
-
-
-def children_peak_rss_mib() -> float:
-    """The largest peak RSS among this process's waited-for children (rollout workers), MiB."""
-    return round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
 
 
 def cpu_count() -> int:
@@ -473,6 +480,10 @@ class OurPipeline:
         self.runtime = shared_runtime(self.catalog)
         self.runtime.start()  # tool servers listening before anything is timed
         self._runs = 0
+
+    def close(self) -> None:
+        """Stop the service and the worker processes it keeps (verifier workers), as the CLI does after a sweep."""
+        self._held.close()
 
     def run(
         self,

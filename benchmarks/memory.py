@@ -7,8 +7,11 @@ Targets: memory stays flat (peak RSS at the largest size within 10% of the small
 Each size runs in a fresh child process, the way the `rollouts` asset runs one partition: the embedded service
 (SQLite run store, RolloutEngine, the built-in tool servers over HTTP in their own process, verifiers, artifacts
 JSON) then `run_and_collect` writes every trace and the rollouts/messages/tool_calls Parquet. The peak RSS
-reported and held to the target is the pipeline's: this process plus the tool-server process (plus the largest
-rollout worker, when the run's concurrency starts any). The task is small (a copy of
+reported and held to the target is the pipeline's: this process plus the tool-server process plus every worker
+process alive during the run (the service's verifier worker, and rollout workers when the run's concurrency starts
+any), each by its own peak (VmHWM), sampled while it lives. Not RUSAGE_CHILDREN: it counts only children already
+waited for (the verifier worker outlives the run), and a forked-then-exec'd child's figure there includes the
+parent's pages at the fork. The task is small (a copy of
 email_ops_001: one tool call and a final answer) and the model is sim-oracle with zero latency, in its own
 process (not counted). 100 tasks x rollout_count = rollouts. A sampler thread records the RSS as rollouts
 finish, so the report shows whether memory grows with the rollout count (held) or stays flat (streamed).
@@ -19,6 +22,7 @@ Results: JSON on stdout and in `benchmarks/results/memory.{json,md}` (git-ignore
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
@@ -35,8 +39,8 @@ from benchmarks._common import (
     RESULTS_DIR,
     ModelEndpoint,
     OurPipeline,
-    children_peak_rss_mib,
     command_line,
+    descendant_pids,
     load_average,
     machine,
     now_iso,
@@ -65,11 +69,15 @@ def rss_mib() -> float:
 
 
 class RssSampler:
-    """Samples this process's RSS against the number of finished rollouts, in a daemon thread."""
+    """Samples this process's RSS against the number of finished rollouts, and the peak RSS of each process it
+    started (but those in `counted_apart`), in a daemon thread. A worker's growth in its last `SAMPLE_SECONDS`
+    before exiting is missed; one alive at the end is read then too."""
 
-    def __init__(self) -> None:
+    def __init__(self, counted_apart: set[int]) -> None:
         self.finished = 0
         self.samples: list[tuple[float, int, float]] = []  # (seconds, rollouts finished, RSS MiB)
+        self.worker_peaks: dict[int, float] = {}  # pid -> peak RSS MiB
+        self._counted_apart = counted_apart
         self._stop = threading.Event()
         self._started = time.perf_counter()
         self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
@@ -80,6 +88,18 @@ class RssSampler:
     def _loop(self) -> None:
         while not self._stop.wait(SAMPLE_SECONDS):
             self.samples.append((round(time.perf_counter() - self._started, 1), self.finished, rss_mib()))
+            self._sample_workers()
+
+    def _sample_workers(self) -> None:
+        for pid in descendant_pids():
+            if pid in self._counted_apart:
+                continue
+            with contextlib.suppress(OSError):  # exited meanwhile
+                self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0.0), process_peak_rss_mib(pid))
+
+    def workers_peak_mib(self) -> float:
+        """The sum of the worker processes' peaks."""
+        return round(sum(self.worker_peaks.values()), 1)
 
     def __enter__(self) -> RssSampler:
         self._thread.start()
@@ -88,6 +108,7 @@ class RssSampler:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample_workers()
 
     def by_progress(self, total: int) -> list[dict[str, Any]]:
         """The highest RSS seen up to each tenth of the rollouts."""
@@ -101,12 +122,21 @@ class RssSampler:
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
     pipeline = OurPipeline(args.scenarios_dir, args.data_dir)
+    try:
+        return _measure(pipeline, args)
+    finally:
+        # Run in-process, the next size must not see this size's verifier worker.
+        pipeline.close()
+
+
+def _measure(pipeline: OurPipeline, args: argparse.Namespace) -> dict[str, Any]:
     task_ids = sorted(pipeline.scenario.tasks())
     pipeline.run(task_ids[:2], 1, 2, args.endpoint, model_key="warmup")
     rss_before = rss_mib()
     tasks = task_ids[: min(len(task_ids), args.rollouts)]
     rollout_count = max(1, args.rollouts // len(tasks))
-    with RssSampler() as sampler:
+    tool_host_pid = pipeline.runtime.tool_host_pid
+    with RssSampler({tool_host_pid} if tool_host_pid else set()) as sampler:
         run = pipeline.run(
             tasks,
             rollout_count,
@@ -116,9 +146,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             on_rollout_done=sampler.rollout_done,
         )
     executing = [rss for _, done, rss in sampler.samples if done < run.rollouts]
-    tool_host_pid = pipeline.runtime.tool_host_pid
     tool_host_peak = process_peak_rss_mib(tool_host_pid) if tool_host_pid else 0.0
-    own_peak, workers_peak = peak_rss_mib(), children_peak_rss_mib()
+    own_peak, workers_peak = peak_rss_mib(), sampler.workers_peak_mib()
     return {
         "rollouts": run.rollouts,
         "passed": run.passed,
@@ -199,14 +228,15 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"Memory (`{report['command']}`; {report['task']}, max_parallel {report['max_parallel']})",
         "",
-        "| rollouts | peak RSS MiB (all processes) | runner / tool servers MiB | max runner RSS while executing MiB "
+        "| rollouts | peak RSS MiB (all processes) | runner / tool servers / workers MiB "
+        "| max runner RSS while executing MiB "
         "| RSS before MiB | wall s | CPU-ms/rollout | data written MiB | passed |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
         lines.append(
             f"| {r['rollouts']:,} | **{r['peak_rss_mib']}** | {r['runner_peak_rss_mib']} / "
-            f"{r['tool_host_peak_rss_mib']} | {r['max_rss_while_executing_mib']} | "
+            f"{r['tool_host_peak_rss_mib']} / {r['workers_peak_rss_mib']} | {r['max_rss_while_executing_mib']} | "
             f"{r['rss_before_mib']} | {r['wall_seconds']} | {r['cpu_ms_per_rollout']} | {r['data_mib']} | "
             f"{r['passed']:,}/{r['rollouts']:,} |"
         )
