@@ -21,7 +21,7 @@ from eval_pipelines.sim.npc import parse_persona_prompt
 from eval_pipelines.toolservers.base import ToolContext
 from eval_pipelines.toolservers.chat import ChatServer
 from eval_pipelines.toolservers.npc import npc_seed_item
-from tests.support.ask_sarah import ASK_SARAH_ID, SARAH, ask_sarah_task
+from tests.support.ask_sarah import ASK_SARAH_ID, SARAH, make_ask_sarah_the_only_task
 from tests.support.npc_responder import RecordingResponder
 from tests.support.task_runs import run_one_task
 
@@ -220,11 +220,7 @@ def test_a_rollout_talks_to_the_imported_npc_and_a_simlab_verifier_sees_it_under
     tmp_path: Path, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     bundle = write_bundle(tmp_path)
-    (bundle / "tasks" / f"{TASK}.json").unlink()
-    (bundle / "verifiers" / "sarah_order.py").write_text(NPC_VERIFIER)
-    (bundle / "tasks" / f"{ASK_SARAH_ID}.json").write_text(
-        json.dumps(ask_sarah_task("sarah_order", secret="she is a reseller"))
-    )
+    make_ask_sarah_the_only_task(bundle, "sarah_order", NPC_VERIFIER, secret="she is a reseller")
     report = import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID)
     assert report.unrunnable == {}, report.lines()
     backend = local_backend(tmp_path / "data", ScenarioCatalog(tmp_path / "scenarios"))

@@ -16,11 +16,11 @@ from eval_pipelines.inputs.hosted import simlab_instruction
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.inputs.simlab_bundle import import_bundle
 from eval_pipelines.schemas.scenarios import Task
-from tests.support.ask_sarah import ASK_SARAH_ID, ASK_SARAH_TEXT, ask_sarah_task
+from tests.support.ask_sarah import ASK_SARAH_ID, ASK_SARAH_TEXT, make_ask_sarah_the_only_task
 from tests.support.task_runs import run_one_task
 
 from .test_bundle_import import SCENARIO_ID, write_bundle
-from .test_bundle_npcs import NPC_VERIFIER, TASK
+from .test_bundle_npcs import NPC_VERIFIER
 
 GUIDANCE = "Sign every message as the operations desk.\nNever promise a refund."
 TEXT = ASK_SARAH_TEXT
@@ -39,10 +39,8 @@ def test_an_imported_tasks_rollout_is_instructed_with_the_scenario_guidance(
     tmp_path: Path, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     bundle = write_bundle(tmp_path)
-    (bundle / "tasks" / f"{TASK}.json").unlink()
-    (bundle / "verifiers" / "sarah_order.py").write_text(NPC_VERIFIER)
+    make_ask_sarah_the_only_task(bundle, "sarah_order", NPC_VERIFIER, text=TEXT)
     (bundle / "env.yaml").write_text(json.dumps({"name": "ops", "scenario_guidance_md": GUIDANCE}))
-    (bundle / "tasks" / f"{ASK_SARAH_ID}.json").write_text(json.dumps(ask_sarah_task("sarah_order", text=TEXT)))
     assert import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID).unrunnable == {}
     backend = local_backend(tmp_path / "data", ScenarioCatalog(tmp_path / "scenarios"))
     rollout = run_one_task(backend, SCENARIO_ID, ASK_SARAH_ID, run_label="guided")

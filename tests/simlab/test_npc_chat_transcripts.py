@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,10 @@ from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.inputs.simlab_bundle import import_bundle
 from eval_pipelines.schemas.artifacts import RunArtifacts
 from eval_pipelines.verifiers.simlab_view import SimLabRunArtifacts
-from tests.support.ask_sarah import ASK_SARAH_ID, ask_sarah_task
+from tests.support.ask_sarah import ASK_SARAH_ID, make_ask_sarah_the_only_task
 from tests.support.task_runs import run_one_task
 
 from .test_bundle_import import SCENARIO_ID, write_bundle
-from .test_bundle_npcs import TASK
 
 TRANSCRIPT_VERIFIER = '''"""Checks, from SimLab's NPC chat metadata, that the agent asked Sarah about her order."""
 
@@ -77,9 +75,7 @@ def test_a_simlab_verifier_reads_the_rollouts_npc_chat_transcripts(
     tmp_path: Path, local_backend: Callable[..., EvaluationBackend]
 ) -> None:
     bundle = write_bundle(tmp_path)
-    (bundle / "tasks" / f"{TASK}.json").unlink()
-    (bundle / "verifiers" / "sarah_transcript.py").write_text(TRANSCRIPT_VERIFIER)
-    (bundle / "tasks" / f"{ASK_SARAH_ID}.json").write_text(json.dumps(ask_sarah_task("sarah_transcript")))
+    make_ask_sarah_the_only_task(bundle, "sarah_transcript", TRANSCRIPT_VERIFIER)
     assert import_bundle(bundle, tmp_path / "scenarios", SCENARIO_ID).unrunnable == {}
     backend = local_backend(tmp_path / "data", ScenarioCatalog(tmp_path / "scenarios"))
 

@@ -4,6 +4,8 @@ verifier."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 SARAH = {"id": "sarah_chen", "name": "Sarah Chen", "role": "frustrated_customer", "traits": "impatient"}
@@ -28,3 +30,15 @@ def ask_sarah_task(verifier_module: str, *, text: str = ASK_SARAH_TEXT, **npc: A
             }
         ],
     }
+
+
+def make_ask_sarah_the_only_task(
+    bundle: Path, verifier_module: str, verifier_source: str, *, text: str = ASK_SARAH_TEXT, **npc: Any
+) -> None:
+    """Turn a copy of a bundle into one whose only task is "ask Sarah", checked by `verifier_source` (saved as
+    `verifiers/<verifier_module>.py`)."""
+    for task_file in (bundle / "tasks").glob("*.json"):
+        task_file.unlink()
+    (bundle / "verifiers" / f"{verifier_module}.py").write_text(verifier_source)
+    task = ask_sarah_task(verifier_module, text=text, **npc)
+    (bundle / "tasks" / f"{ASK_SARAH_ID}.json").write_text(json.dumps(task))
