@@ -12,6 +12,7 @@ import pytest
 from eval_pipelines.cli import main
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
+from tests.reliability.support_runs import make_dagster_home
 from tests.support.stored_files import plain_bytes
 
 CANARY = "sk-canary-7f1c2e9a4b"
@@ -35,12 +36,7 @@ class RecordingAuth:
 
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(
-        f"storage:\n  sqlite:\n    base_dir: {home / 'storage'}\ntelemetry:\n  enabled: false\n"
-    )
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(tmp_path / "dagster_home")))
     monkeypatch.setenv("EVAL_PIPELINES_DATA_DIR", str(tmp_path / "data"))
     yield tmp_path
 

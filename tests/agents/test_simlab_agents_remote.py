@@ -32,6 +32,7 @@ from eval_pipelines.schemas.runs import RolloutStatus
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 from eval_pipelines.toolservers.admin import ToolServerAdmin
 from eval_pipelines.verifiers.loader import load_verifier_package
+from tests.reliability.support_runs import make_dagster_home
 from tests.support.simlab_sources import cookbook_dir
 from tests.support.stored_files import plain_bytes
 
@@ -146,12 +147,7 @@ async def test_simlabs_reference_agent_scores_like_ours_and_never_sees_the_key(
 
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(
-        f"storage:\n  sqlite:\n    base_dir: {home / 'storage'}\ntelemetry:\n  enabled: false\n"
-    )
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(tmp_path / "dagster_home")))
     monkeypatch.setenv("EVAL_PIPELINES_DATA_DIR", str(tmp_path / "data"))
     yield tmp_path
 

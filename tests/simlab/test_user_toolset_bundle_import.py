@@ -19,6 +19,7 @@ from eval_pipelines.schemas.scenarios import SIMULATED_SERVERS_DIR, SIMULATED_SE
 from eval_pipelines.schemas.taskgen import TaskGenResults
 from eval_pipelines.taskgen import parse_request
 from eval_pipelines.taskgen.default import DefaultTaskGenerator
+from tests.reliability.support_runs import make_dagster_home
 from tests.simlab.test_generated_bundle_round_trip import simlab_bundle
 from tests.support.user_toolsets import ticketing
 
@@ -63,10 +64,7 @@ def test_two_tasks_giving_one_simulated_server_different_tools_are_refused(tmp_p
 
 @pytest.mark.slow
 def test_an_imported_bundle_from_a_user_toolset_is_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(f"storage:\n  sqlite:\n    base_dir: {home / 'storage'}\n")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(tmp_path / "dagster_home")))
     monkeypatch.setenv("EVAL_PIPELINES_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("EVAL_PIPELINES_SCENARIOS_DIR", str(tmp_path / "scenarios"))
     bundle = simlab_bundle(_generated(), tmp_path / "bundle")

@@ -10,6 +10,7 @@ import pytest
 
 from eval_pipelines.cli import main
 from eval_pipelines.toolservers.calendar import CalendarServer
+from tests.reliability.support_runs import make_dagster_home
 
 SWEEP = """
 name: everything
@@ -23,10 +24,7 @@ rollout_count: 1
 
 @pytest.mark.slow
 def test_generated_scenario_is_swept_without_edits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(f"storage:\n  sqlite:\n    base_dir: {home / 'storage'}\n")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(tmp_path / "dagster_home")))
     monkeypatch.setenv("EVAL_PIPELINES_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("EVAL_PIPELINES_SCENARIOS_DIR", str(tmp_path / "scenarios"))
     (tmp_path / "scenarios").mkdir()

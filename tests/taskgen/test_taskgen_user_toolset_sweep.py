@@ -14,6 +14,7 @@ import pytest
 from eval_pipelines.cli import main
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.schemas.scenarios import SIMULATED_SERVERS_DIR, SimulatedServer
+from tests.reliability.support_runs import make_dagster_home
 from tests.support.user_toolsets import catalog, ticketing
 
 SWEEP = """
@@ -35,10 +36,7 @@ def _generate(tmp_path: Path, name: str, tools: list[dict[str, object]]) -> None
 
 @pytest.mark.slow
 def test_tasks_generated_from_user_toolsets_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(f"storage:\n  sqlite:\n    base_dir: {home / 'storage'}\n")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(tmp_path / "dagster_home")))
     monkeypatch.setenv("EVAL_PIPELINES_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("EVAL_PIPELINES_SCENARIOS_DIR", str(tmp_path / "scenarios"))
     (tmp_path / "scenarios").mkdir()
