@@ -25,7 +25,9 @@ Figures, per row:
 - memory: the summed RSS of all our processes, sampled every second, its median over the middle half of the
   run (the steady state), divided by the in-flight count; and the growth per extra in-flight rollout from the
   smallest to the largest row (RSS difference / in-flight difference), which is what a rollout in flight costs;
-- file descriptors and TCP sockets held by our processes (from /proc), at the steady state and at the peak.
+- file descriptors and TCP sockets held by our processes (from /proc), at the steady state and at the peak;
+- the rollouts that passed, and for a row where some did not, the commonest reasons from the run store (a
+  failed rollout ends early, so that row's throughput is no measure of latency hiding).
 
 Results: JSON on stdout and in `benchmarks/results/in_flight.{json,md}` (git-ignored).
 """
@@ -41,6 +43,7 @@ import random
 import resource
 import shutil
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -395,8 +398,26 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "mean_latency_seconds": (drawn_after["seconds"] - drawn_before["seconds"]) / calls if calls else None,
         "endpoint_most_held": drawn_after["most_held"],
         "completion_offsets": run.completion_offsets,
+        "failures": failure_reasons(args.data_dir) if run.passed < run.rollouts else [],
         "open_files_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
     }
+
+
+def failure_reasons(data_dir: Path, limit: int = 5) -> list[dict[str, Any]]:
+    """The most frequent reasons rollouts did not complete, read from the run store (shown with the figures,
+    so a row with failures says why)."""
+    from eval_pipelines.service.layout import service_paths
+
+    db = sqlite3.connect(f"file:{service_paths(data_dir)[0]}?mode=ro", uri=True)
+    try:
+        rows = db.execute(
+            "select termination_reason, substr(coalesce(json_extract(result_json, '$.message'), ''), 1, 300), count(*)"
+            " from rollouts where status != 'completed' group by 1, 2 order by 3 desc limit ?",
+            (limit,),
+        ).fetchall()
+    finally:
+        db.close()
+    return [{"reason": reason, "error": error, "rollouts": count} for reason, error, count in rows]
 
 
 def run_sampled_child(child_args: list[str], in_process: bool) -> tuple[dict[str, Any], Sampler]:
@@ -445,6 +466,7 @@ def measure(in_flight: int, rollouts: int, latency: Latency, window: int, scenar
         "rollouts": raw["rollouts"],
         "passed": raw["passed"],
         "status": raw["status"],
+        "failures": raw["failures"],
         "model_calls": raw["model_calls"],
         "ideal_rollouts_per_second": round(ideal, 2),
         "achieved_rollouts_per_second": round(achieved, 2),
@@ -531,15 +553,16 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['seed']}, load {report['load_average_before'][0]} -> {report['load_average_after'][0]} on "
         f"{report['machine']['cpus']} CPUs, at {report['machine']['git_revision']})",
         "",
-        "| in flight | latency (mean s) | rollouts | ideal/s | achieved/s | % of ideal | per 1,000-rollout window | "
-        "CPU-ms/rollout (endpoint) | RSS MiB (KiB per in flight) | processes | fds (peak) | TCP sockets (peak) | "
+        "| in flight | latency (mean s) | rollouts (passed) | ideal/s | achieved/s | % of ideal | "
+        "per 1,000-rollout window | CPU-ms/rollout (endpoint) | RSS MiB (KiB per in flight) | processes | "
+        "fds (peak) | TCP sockets (peak) | "
         "load before -> after |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
         per_window = ", ".join(f"{w['fraction_of_ideal']:.0%}" for w in r["windows"]) or "-"
         lines.append(
-            f"| {r['in_flight']} | {r['latency']} ({r['mean_latency_seconds']}) | {r['rollouts']} | "
+            f"| {r['in_flight']} | {r['latency']} ({r['mean_latency_seconds']}) | {r['rollouts']} ({r['passed']}) | "
             f"{r['ideal_rollouts_per_second']} | {r['achieved_rollouts_per_second']} | "
             f"**{r['fraction_of_ideal']:.0%}** | "
             f"{per_window} | {r['cpu_ms_per_rollout']} ({r['endpoint_cpu_ms_per_rollout']}) | {r['rss_mib']} "
