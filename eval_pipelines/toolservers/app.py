@@ -419,13 +419,13 @@ async def workspace_snapshot(workspace_id: str, store: StoreDep, text: TextQuery
 
 
 #: The routes every rollout calls, in the order a rollout calls them: (method, path after `/workspaces`).
-_HOT_WORKSPACE_PATH = re.compile(r"/workspaces(?:/([^/]+)(/step|/snapshot)?)?")
+_HOT_WORKSPACE_PATH = re.compile(r"/workspaces(?:/([^/]+)(/step|/snapshot|/tools)?)?")
 _SNAPSHOT_QUERIES = {b"": True, b"text=true": True, b"text=false": False}
 
 
 class ToolServerApp:
-    """ASGI app of one built-in server: the FastAPI app, with the four routes every rollout calls (create, step,
-    snapshot and delete a workspace) answered without going through it.
+    """ASGI app of one built-in server: the FastAPI app, with the routes every rollout calls (create, step,
+    snapshot and delete a workspace, and list its tools) answered without going through it.
 
     FastAPI declares every route, and answers all of them whenever the shortcut steps aside: a body that is not
     JSON, not `application/json` or does not validate (its 422 explains every error), an unusual query, any
@@ -481,6 +481,10 @@ class ToolServerApp:
                     return receive
                 workspace = _workspace_or_404(self.store, workspace_id)
                 await _send_json(send, 200, self.store.snapshot(workspace, text=text))
+            elif action == "/tools" and method == "GET" and workspace_id is not None:
+                # Listed once per task and rollout's workspace (a run of distinct tasks lists on every rollout).
+                _workspace_or_404(self.store, workspace_id)
+                await _send_json(send, 200, _tool_listing(self.store, workspace_id))
             elif action is None and workspace_id is not None and method == "DELETE":
                 await _send_json(send, 200, await _deleted(self.store, workspace_id))
             else:

@@ -50,6 +50,12 @@ CASES: dict[str, list[Request]] = {
     "a snapshot of an unknown workspace": [("GET", "/workspaces/nope/snapshot", None, {})],
     "a delete, then a step in the gone workspace": [("DELETE", W1, None, {}), ("POST", W1_STEP, SEND, {})],
     "a delete of an unknown workspace": [("DELETE", "/workspaces/nope", None, {})],
+    "a tool listing": [("GET", "/workspaces/w1/tools", None, {})],
+    "a tool listing with a query": [("GET", "/workspaces/w1/tools?x=1", None, {})],
+    "a tool listing of an unknown workspace": [("GET", "/workspaces/nope/tools", None, {})],
+    "a tool listing of an invalid id": [("GET", "/workspaces/bad$id/tools", None, {})],
+    "a tool listing after a delete": [("DELETE", W1, None, {}), ("GET", "/workspaces/w1/tools", None, {})],
+    "a tool listing posted": [("POST", "/workspaces/w1/tools", SEND, {})],
     "a method the route does not have": [("PUT", "/workspaces/w1/step", SEND, {})],
     "a path with a trailing slash": [("GET", "/workspaces/w1/snapshot/", None, {})],
 }  # fmt: skip
@@ -108,6 +114,7 @@ async def test_a_rollout_s_requests_never_reach_fastapi_and_the_rest_do() -> Non
         path = created.json()["path"]
         assert (await client.post(f"{path}/step", json=SEND)).json()["state_diff"]["tool_name"] == "send_email"
         assert (await client.get(f"{path}/snapshot?text=false")).json()["state"]["emails"]
+        assert "send_email" in {tool["name"] for tool in (await client.get(f"{path}/tools")).json()["tools"]}
         assert (await client.delete(path)).json() == {"workspace_id": path.rsplit("/", 1)[1], "deleted": True}
         assert reached == []
         assert (await client.get(f"{path}/health")).status_code == 404
