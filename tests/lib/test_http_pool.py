@@ -98,3 +98,75 @@ async def test_cookies_a_server_sets_are_kept_and_sent_back() -> None:
         assert (await client.get("http://gateway.test/again")).text == "other=1"
     finally:
         await client.aclose()
+
+
+def _echo_client(**kwargs: object) -> httpx.AsyncClient:
+    """A pooled client whose transport answers /moved with a redirect to /target and echoes the rest."""
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/moved":
+            return httpx.Response(302, headers={"location": "/target"})
+        return httpx.Response(200, json={"path": request.url.path, "auth": request.headers.get("authorization")})
+
+    client = pooled_client(2, timeout=1.0)
+    client._transport = httpx.MockTransport(handle)
+    for name, value in kwargs.items():
+        setattr(client, name, value)
+    return client
+
+
+async def test_a_redirect_is_not_followed_and_names_its_next_request() -> None:
+    client = _echo_client()
+    try:
+        response = await client.get("http://gateway.test/moved")
+        assert response.status_code == 302
+        assert response.history == []
+        assert response.next_request is not None and response.next_request.url.path == "/target"
+        followed = await client.get("http://gateway.test/moved", follow_redirects=True)
+        assert followed.json()["path"] == "/target"
+        assert [r.status_code for r in followed.history] == [302]
+    finally:
+        await client.aclose()
+
+
+async def test_auth_given_anywhere_is_still_sent() -> None:
+    client = _echo_client()
+    try:
+        plain = await client.get("http://gateway.test/plain")
+        assert plain.json() == {"path": "/plain", "auth": None}
+        assert (await client.get("http://gateway.test/a", auth=("u", "p"))).json()["auth"].startswith("Basic ")
+        assert (await client.get("http://u:p@gateway.test/a")).json()["auth"].startswith("Basic ")
+        client.auth = ("client", "secret")
+        assert (await client.get("http://gateway.test/a")).json()["auth"].startswith("Basic ")
+    finally:
+        await client.aclose()
+
+
+async def test_event_hooks_still_run_and_a_closed_client_refuses() -> None:
+    seen: list[str] = []
+
+    async def on_request(request: httpx.Request) -> None:
+        seen.append(f"request {request.url.path}")
+
+    async def on_response(response: httpx.Response) -> None:
+        seen.append(f"response {response.status_code}")
+
+    client = _echo_client(event_hooks={"request": [on_request], "response": [on_response]})
+    await client.get("http://gateway.test/hooked")
+    assert seen == ["request /hooked", "response 200"]
+    await client.aclose()
+    with pytest.raises(RuntimeError):
+        await client.get("http://gateway.test/late")
+
+
+async def test_a_streamed_response_is_left_unread_and_a_plain_one_read(echo: BackgroundServer) -> None:
+    client = pooled_client(2, timeout=5.0)
+    try:
+        streamed = await client.send(client.build_request("GET", f"{echo.url}/ping"), stream=True)
+        assert not streamed.is_stream_consumed
+        assert (await streamed.aread()) and streamed.json() == {"ok": "yes"}
+        await streamed.aclose()
+        read = await client.send(client.build_request("GET", f"{echo.url}/ping"))
+        assert read.is_stream_consumed and read.json() == {"ok": "yes"}
+    finally:
+        await client.aclose()
