@@ -33,7 +33,10 @@ def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, 
 
 
 def format_timestamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Formatted by hand: strftime took twice as long, on every seeded or delivered message of every rollout (and
+    # wrote a year below 1000 without its leading zeros, which parse_timestamp could not read back).
+    utc = moment.astimezone(UTC)
+    return f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}Z"
 
 
 def parse_timestamp(value: str) -> datetime:
