@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from benchmarks._common import cpu_seconds, process_tree_cpu_seconds
 
 BURN = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"
+#: The grandchild says when its burn is over (on the stdout it shares with its parent): a fixed wait was too short
+#: on a loaded machine.
+SAY_BURNT = "print('burnt', flush=True)\n"
 
 
 def test_a_live_grandchild_that_burnt_cpu_is_counted_and_rusage_alone_misses_it() -> None:
@@ -17,7 +19,7 @@ def test_a_live_grandchild_that_burnt_cpu_is_counted_and_rusage_alone_misses_it(
     # its parent is told to go: the shape of a verifier worker that stops in the background after a run.
     script = (
         "import subprocess, sys\n"
-        f"child = subprocess.Popen([sys.executable, '-c', {BURN + 'import sys; sys.stdin.read()'!r}], "
+        f"child = subprocess.Popen([sys.executable, '-c', {BURN + SAY_BURNT + 'import sys; sys.stdin.read()'!r}], "
         "stdin=subprocess.PIPE)\n"
         "print('started', flush=True)\n"
         "sys.stdin.read()\n"
@@ -26,7 +28,7 @@ def test_a_live_grandchild_that_burnt_cpu_is_counted_and_rusage_alone_misses_it(
     parent = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert parent.stdout is not None and parent.stdout.readline() == b"started\n"
-        time.sleep(1.5)  # the grandchild's burn is over; it now blocks on stdin
+        assert parent.stdout.readline() == b"burnt\n"  # the grandchild's burn is over; it now blocks on stdin
         tree, own = process_tree_cpu_seconds() - before_tree, cpu_seconds() - before_own
     finally:
         assert parent.stdin is not None
