@@ -54,7 +54,11 @@ EVAL_BODIES: dict[str, Any] = {
     "/runs/{run_id}/resume": SIM_ORACLE,
     "/test-model-config": SIM_ORACLE,
     "/task-gen": {"toolset": [{"name": "send_email"}], "num_tasks": 1},
+    "/telemetry/cli-events": {"event": "cli_command", "properties": {}},
 }
+#: Writes a read-only key may make: SimLab's CLI posts its telemetry with whatever key its user holds, and an event
+#: changes nothing of the service's (feedback goes to the operator's log). Missing and invalid keys are still 401.
+EVAL_READ_KEY_WRITES: frozenset[str] = frozenset({"/telemetry/cli-events"})
 
 
 def _url(base: str, path: str) -> str:
@@ -104,7 +108,9 @@ def test_eval_service_routes_refuse_missing_invalid_and_read_only_keys(eval_serv
                 ("invalid key", {"API-Key": "not-a-key-" + uuid.uuid4().hex}, {401}),
                 ("empty key", {"API-Key": ""}, {401}),
             ]
-            if method in WRITE_METHODS:
+            if method in WRITE_METHODS and path.removeprefix("/v1") in EVAL_READ_KEY_WRITES:
+                expectations.append(("read-only key (accepted)", {"API-Key": READ_KEY}, {202}))
+            elif method in WRITE_METHODS:
                 expectations.append(("read-only key", {"API-Key": READ_KEY}, {403}))
             else:
                 # The control: the read key does reach a GET, so the 403s above are about permission.
