@@ -11,6 +11,7 @@ starts up or resumes a run only fails the work of processes that are gone, never
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -44,6 +45,7 @@ from eval_pipelines.schemas.taskgen import JobStatus, TaskGenJob, TaskGenResults
 
 #: Key of `_counts` that is not a status.
 ERRORS_COUNT = "errors"
+logger = logging.getLogger(__name__)
 
 SCHEMA = """
 create table if not exists runs (
@@ -217,6 +219,7 @@ class RunStore(SqliteDatabase):
         self._checkpoint_guard = threading.Lock()
         self._checkpoint_due = False
         self._last_checkpoint = float("-inf")
+        self._checkpoint_timer: threading.Timer | None = None
 
     def checkpoint_soon(self) -> None:
         """Checkpoint the log on a thread of its own, within `CHECKPOINT_INTERVAL_SECONDS` of the last one: a
@@ -226,8 +229,9 @@ class RunStore(SqliteDatabase):
                 return
             self._checkpoint_due = True
             delay = max(0.0, self._last_checkpoint + CHECKPOINT_INTERVAL_SECONDS - time.monotonic())
-        timer = threading.Timer(delay, self._scheduled_checkpoint)
-        timer.name, timer.daemon = "checkpoint-run-store", True
+            timer = threading.Timer(delay, self._scheduled_checkpoint)
+            timer.name, timer.daemon = "checkpoint-run-store", True
+            self._checkpoint_timer = timer
         timer.start()
 
     def _scheduled_checkpoint(self) -> None:
@@ -235,7 +239,22 @@ class RunStore(SqliteDatabase):
             # Writes made from here on need a checkpoint of their own: a request now schedules the next one.
             self._checkpoint_due = False
             self._last_checkpoint = time.monotonic()
-        self.checkpoint()
+            self._checkpoint_timer = None
+        try:
+            self.checkpoint()
+        except sqlite3.Error as exc:
+            # A checkpoint only empties the log: a later one does it, and a store whose file is gone needs none.
+            logger.debug("scheduled checkpoint of %s skipped: %s", self.path, exc)
+        finally:
+            SqliteDatabase.close(self)  # this timer thread's own connection; every timer runs on a new thread
+
+    def close(self) -> None:
+        with self._checkpoint_guard:
+            timer, self._checkpoint_timer = self._checkpoint_timer, None
+            self._checkpoint_due = False
+        if timer is not None:
+            timer.cancel()
+        super().close()
 
     def _migrate(self) -> None:
         with self._tx() as db:  # under the write lock, so two processes opening an old file cannot race

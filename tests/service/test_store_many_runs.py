@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -75,3 +77,27 @@ def test_a_burst_of_finished_runs_makes_one_checkpoint_now_and_one_after_the_int
     time.sleep(0.7)
     assert len(made) == 2
     assert made[0] - started < 0.4 and made[1] - made[0] >= 0.5
+
+
+def test_a_scheduled_checkpoint_of_a_closed_or_deleted_store_neither_runs_nor_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raised: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    monkeypatch.setattr(store_module, "CHECKPOINT_INTERVAL_SECONDS", 0.3)
+    store = _store_with_runs(tmp_path / "closed", 1)
+    made: list[bool] = []
+    store.checkpoint_soon()  # the first runs at once; the next waits for the interval
+    deadline = time.monotonic() + 5
+    while store._checkpoint_due and time.monotonic() < deadline:
+        time.sleep(0.01)
+    monkeypatch.setattr(store, "checkpoint", lambda: made.append(True) or True)
+    store.checkpoint_soon()
+    store.close()  # cancels the pending one
+    time.sleep(0.6)
+    assert made == []
+    # A timer that already fired when the store's folder was deleted (a test's or a benchmark's temp dir).
+    doomed = _store_with_runs(tmp_path / "deleted", 1)
+    shutil.rmtree(tmp_path / "deleted")
+    doomed._scheduled_checkpoint()
+    assert raised == []
