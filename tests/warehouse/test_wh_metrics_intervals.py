@@ -142,12 +142,12 @@ def test_student_t_table_matches_published_values_and_integration() -> None:
     con = duckdb.connect()
     try:
         for df in [*range(1, 45), 50, 60, 80, 120, 200, 1000, 100000]:
-            sql_value = con.execute(f"select {metrics._t975_sql(str(df))}").fetchone()
+            sql_value = con.execute(f"select {metrics.t975_sql(str(df))}").fetchone()
             assert sql_value is not None
             assert sql_value[0] == pytest.approx(t_quantile_975(df), abs=1e-6), df
             if df in published:
                 assert round(sql_value[0], 4) == published[df]
-        assert con.execute(f"select {metrics._t975_sql('0')}").fetchone() == (None,)
+        assert con.execute(f"select {metrics.t975_sql('0')}").fetchone() == (None,)
     finally:
         con.close()
 
