@@ -90,7 +90,7 @@ order by scenario_id, model_name, model, scenario
 
 #: The group's rollouts with their outcome (`rollout_scores`), latest verdicts and the task's instruction. Run in the
 #: scratch DuckDB on one spool file's rollouts, verifications and the scenario's tasks at a time, where `rollouts`,
-#: `verifications` and `tasks` are those rows and the two views are the catalog's SQL (`warehouse/metrics.py`).
+#: `verifications` and `tasks` are those rows and the two views are the catalog's SQL (`warehouse/metrics/scores.py`).
 _GROUP_ROLLOUTS_SQL = """
 with verdicts as (
     select rollout_id,
@@ -329,7 +329,7 @@ class _GroupRead:
     """One group while it is read: its rows spooled (each table in one pass over its files) and a scratch DuckDB
     that runs the catalog's per-rollout SQL on one spool file's rows at a time, in which `rollouts`,
     `verifications` and `tasks` are those rows and `verifications_latest` and `rollout_scores` the catalog's views
-    (`warehouse/metrics.py`)."""
+    (`warehouse/metrics/scores.py`)."""
 
     def __init__(self, reader: SweepReader, group: Group) -> None:
         self.group = group
