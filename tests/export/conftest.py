@@ -168,10 +168,12 @@ def scalar(db: Path, sql: str, params: list[Any] | None = None) -> Any:
 
 
 #: Runs in the Inspect venv: lists the logs the way `inspect view` does, reads each in full (and its header alone)
-#: with `read_eval_log`, and prints what the tests compare with the catalog.
+#: with `read_eval_log`, fetches every sample again by its (id, epoch) with `read_eval_log_sample` (Inspect's own
+#: key of a sample: the rollout it hands back, by uuid, is the test's check of the grouping), and prints what the
+#: tests compare with the catalog.
 _READ_LOGS = r"""
 import json, sys
-from inspect_ai.log import list_eval_logs, read_eval_log
+from inspect_ai.log import list_eval_logs, read_eval_log, read_eval_log_sample, read_eval_log_sample_summaries
 
 listed = sorted(info.name.removeprefix("file://") for info in list_eval_logs(sys.argv[1]))
 logs = []
@@ -179,6 +181,9 @@ for name in listed:
     header = read_eval_log(name, header_only=True)
     log = read_eval_log(name)
     assert header.eval.model == log.eval.model and header.results.total_samples == log.results.total_samples
+    assert header.status == log.status
+    by_key = {(s.id, s.epoch): read_eval_log_sample(name, id=s.id, epoch=s.epoch).uuid for s in log.samples}
+    summaries = read_eval_log_sample_summaries(name)
     samples = []
     for s in log.samples:
         messages = []
@@ -194,7 +199,8 @@ for name in listed:
                              error=None if m.error is None else {"type": m.error.type, "message": m.error.message})
             messages.append(entry)
         samples.append({
-            "id": s.id, "epoch": s.epoch, "input": s.input,
+            "id": s.id, "epoch": s.epoch, "uuid": s.uuid, "input": s.input,
+            "uuid_by_id_and_epoch": by_key[(s.id, s.epoch)],
             "scores": None if s.scores is None else {
                 k: {"value": v.value, "explanation": v.explanation, "metadata": v.metadata} for k, v in s.scores.items()
             },
@@ -211,6 +217,13 @@ for name in listed:
         "name": name,
         "version": log.version,
         "status": log.status,
+        "error": None if log.error is None else log.error.message,
+        "dataset_samples": log.eval.dataset.samples,
+        "sample_ids": log.eval.dataset.sample_ids,
+        "epochs": log.eval.config.epochs,
+        "fail_on_error": log.eval.config.fail_on_error,
+        "continue_on_fail": log.eval.config.continue_on_fail,
+        "summaries": [{"id": x.id, "epoch": x.epoch, "error": x.error} for x in summaries],
         "task": log.eval.task,
         "model": log.eval.model,
         "tags": log.eval.tags,

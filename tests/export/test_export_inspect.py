@@ -1,6 +1,7 @@
-"""The inspect export, read back by the real Inspect AI (`read_eval_log`, `list_eval_logs`) in its own venv and
-compared with the catalog it came from: one log per model x scenario, a sample per rollout, scores from the
-verifier verdicts, errors kept apart from failures, the transcript with its tool calls and tool results."""
+"""The inspect export, read back by the real Inspect AI (`read_eval_log`, `list_eval_logs`, `read_eval_log_sample`)
+in its own venv and compared with the catalog it came from: one log per model x scenario, a sample per task with
+its rollouts as epochs, Inspect's status and counts, scores from the verifier verdicts, errors kept apart from
+failures, the transcript with its tool calls and tool results."""
 
 from __future__ import annotations
 
@@ -38,22 +39,56 @@ def _by_group(logs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any
     return {(log["metadata"]["model_name"], log["task"]): log for log in logs}
 
 
-def test_one_log_per_model_and_scenario_with_every_rollout(
+def test_a_sample_per_task_with_its_rollouts_as_epochs(
     exported: list[dict[str, Any]], sweep_catalog: SweepCatalog
 ) -> None:
-    rollouts = sweep_catalog.rows("select * from rollout_scores where sweep_id = ?", [sweep_catalog.sweep_id])
-    expected: dict[tuple[str, str], dict[str, tuple[int, str | None]]] = {}
+    """Inspect's layout of an eval with epochs: the sample id is the task id and each rollout an epoch of it, so
+    Inspect fetches a rollout by (task, epoch), and `inspect view`'s count (dataset samples x epochs) is the number
+    of samples in the log, the results' total."""
+    rollouts = sweep_catalog.rows("select * from rollouts where sweep_id = ?", [sweep_catalog.sweep_id])
+    expected: dict[tuple[str, str], dict[tuple[str, int], str]] = {}
     for r in rollouts:
-        expected.setdefault((r["model_name"], r["scenario_id"]), {})[r["rollout_id"]] = (
-            r["rollout_index"] + 1,
-            r["outcome"],
-        )
+        expected.setdefault((r["model_name"], r["scenario_id"]), {})[(r["task_id"], r["rollout_index"] + 1)] = r[
+            "rollout_id"
+        ]
     logs = _by_group(exported)
     assert set(logs) == set(expected)
+    grouped = 0
     for group, log in logs.items():
-        assert log["version"] == 2 and log["status"] == "success"
-        assert log["total_samples"] == len(expected[group])
-        assert {s["id"]: s["epoch"] for s in log["samples"]} == {k: v[0] for k, v in expected[group].items()}
+        assert log["version"] == 2
+        by_key = {(s["id"], s["epoch"]): s["uuid"] for s in log["samples"]}
+        assert by_key == expected[group]
+        # Inspect's own look-up by (id, epoch) hands back the same rollout.
+        assert all(s["uuid_by_id_and_epoch"] == s["uuid"] for s in log["samples"])
+        assert all(s["metadata"]["rollout_id"] == s["uuid"] for s in log["samples"])
+        tasks = sorted({task for task, _ in expected[group]})
+        assert log["sample_ids"] == tasks and log["dataset_samples"] == len(tasks)
+        assert log["epochs"] == max(epoch for _, epoch in expected[group])
+        assert log["dataset_samples"] * log["epochs"] == len(log["samples"]) == log["total_samples"]
+        assert sorted((x["id"], x["epoch"]) for x in log["summaries"]) == sorted(by_key)
+        grouped += sum(1 for task in tasks if sum(1 for t, _ in by_key if t == task) > 1)
+    assert grouped > 0  # tasks with more than one rollout, grouped under one sample id
+
+
+def test_status_and_counts_follow_inspects_rule_for_errored_samples(
+    exported: list[dict[str, Any]], sweep_catalog: SweepCatalog
+) -> None:
+    """`error` when a sample errored, as Inspect marks an eval run with `fail_on_error` and `continue_on_fail`;
+    completed_samples counts the samples without an error, as Inspect does."""
+    outcomes: dict[tuple[str, str], list[str | None]] = {}
+    for r in sweep_catalog.rows("select * from rollout_scores where sweep_id = ?", [sweep_catalog.sweep_id]):
+        outcomes.setdefault((r["model_name"], r["scenario_id"]), []).append(r["outcome"])
+    statuses = set()
+    for group, log in _by_group(exported).items():
+        errors = outcomes[group].count("error")
+        assert log["status"] == ("error" if errors else "success"), group
+        assert log["error"] is None  # nothing halted the eval: every sample ran
+        assert (log["fail_on_error"], log["continue_on_fail"]) == (True, True)
+        assert log["completed_samples"] == len(outcomes[group]) - errors
+        assert log["completed_samples"] == sum(1 for s in log["samples"] if s["error"] is None)
+        assert sum(1 for x in log["summaries"] if x["error"]) == errors
+        statuses.add(log["status"])
+    assert statuses == {"error", "success"}
 
 
 def test_scores_come_from_the_verifier_verdicts(exported: list[dict[str, Any]], sweep_catalog: SweepCatalog) -> None:
@@ -67,14 +102,14 @@ def test_scores_come_from_the_verifier_verdicts(exported: list[dict[str, Any]], 
     seen = set()
     for log in exported:
         for sample in log["samples"]:
-            outcome = scores[sample["id"]]["outcome"]
+            outcome = scores[sample["uuid"]]["outcome"]
             if outcome == "error":
                 continue
             assert outcome in ("passed", "failed"), sample["id"]
             score = sample["scores"]["verifiers"]
             assert score["value"] == ("C" if outcome == "passed" else "I")
-            assert score["metadata"]["reward"] == scores[sample["id"]]["reward"]
-            for verdict in verdicts[sample["id"]]:
+            assert score["metadata"]["reward"] == scores[sample["uuid"]]["reward"]
+            for verdict in verdicts[sample["uuid"]]:
                 assert verdict["verifier"] in score["explanation"]
                 assert verdict["message"] in score["explanation"]
             assert sample["error"] is None
@@ -104,7 +139,7 @@ def test_errored_rollouts_are_samples_with_an_error_not_failed_scores(
     broken = [log for log in exported if log["metadata"]["model_name"] == BROKEN]
     assert len(broken) == 2
     for log in broken:
-        assert log["completed_samples"] == 0
+        assert log["completed_samples"] == 0 and log["status"] == "error"
         assert log["scores"][0]["scored"] == 0 and log["scores"][0]["metrics"] == {}
         for sample in log["samples"]:
             assert sample["scores"] is None
@@ -127,12 +162,13 @@ def test_messages_carry_tool_calls_and_results_as_inspect_chat_messages(
     calls_seen = 0
     for log in exported:
         for sample in log["samples"]:
-            rollout = rollouts[sample["id"]]
+            rollout = rollouts[sample["uuid"]]
+            assert sample["id"] == rollout["task_id"]
             assert sample["input"] == tasks[rollout["task_id"]]
             messages = sample["messages"]
-            assert [m["role"] for m in messages] == [m["role"] for m in stored[sample["id"]]]
+            assert [m["role"] for m in messages] == [m["role"] for m in stored[sample["uuid"]]]
             assert messages[1] == {"role": "user", "text": sample["input"]}
-            for message, row in zip(messages, stored[sample["id"]], strict=True):
+            for message, row in zip(messages, stored[sample["uuid"]], strict=True):
                 if row["tool_calls_json"]:
                     wire = json.loads(row["tool_calls_json"])
                     assert [c["function"] for c in message["tool_calls"]] == [c["function"]["name"] for c in wire]

@@ -1,5 +1,11 @@
 """Inspect AI eval logs, written from the log schema so that inspect_ai is not a dependency: the fields follow the
-schema's order, since Inspect reads a log's header by streaming up to `samples`."""
+schema's order, since Inspect reads a log's header by streaming up to `samples`.
+
+A log is one model x scenario, laid out as Inspect lays out an eval with epochs: the dataset is the scenario's tasks
+(sample id = task id), and a task's rollouts are that sample's epochs 1..k, so `inspect view` groups them and counts
+`dataset.samples x epochs` samples. The log's status follows Inspect's end-of-run rule for `fail_on_error=True` with
+`continue_on_fail=True` (every sample runs, as in a sweep): `error` when any sample errored, else `success`, and
+`started` while rollouts are still pending."""
 
 from __future__ import annotations
 
@@ -57,11 +63,24 @@ def _results(totals: Mapping[str, Any]) -> dict[str, Any]:
         "metrics": metrics,
     }
     return {
+        # Inspect's counts: every sample of the log, and those that finished without an error.
         "total_samples": int(totals.get("n") or 0),
-        "completed_samples": int(totals.get("n") or 0) - int(totals.get("errors") or 0) - int(totals["unfinished"]),
+        "completed_samples": completed_samples(totals),
         "scores": [score],
         **({"headline": {"scorer": SCORER, "score": SCORER, "metric": "accuracy"}} if metrics else {}),
     }
+
+
+def completed_samples(totals: Mapping[str, Any]) -> int:
+    return int(totals.get("n") or 0) - int(totals.get("errors") or 0) - int(totals["unfinished"])
+
+
+def log_status(totals: Mapping[str, Any]) -> str:
+    """Inspect's status of a finished eval with `fail_on_error=True, continue_on_fail=True`: `error` as soon as one
+    sample errored (its metrics still stand, computed without the errored samples), `success` otherwise."""
+    if totals["unfinished"]:
+        return "started"
+    return "error" if int(totals.get("errors") or 0) else "success"
 
 
 def _usage(prompt: int | None, completion: int | None, total: int | None, cost: float | None) -> dict[str, Any]:
@@ -99,12 +118,21 @@ def inspect_header(sweep_id: str, group: Group, totals: Mapping[str, Any]) -> di
         "task_args": {},
         "task_args_passed": {},
         "tags": ["eval_pipelines", *(["simulated"] if simulated else [])],
-        "dataset": {"name": group.scenario_id, "samples": int(totals.get("n") or 0)},
+        "dataset": {
+            "name": group.scenario_id,
+            "samples": len(totals.get("task_ids") or []),
+            "sample_ids": list(totals.get("task_ids") or []),
+        },
         "model": model,
         "model_generate_config": {} if totals.get("temperature") is None else {"temperature": totals["temperature"]},
         "model_base_url": totals.get("base_url"),
         "model_args": {"model": totals.get("model_identifier"), "provider": totals.get("provider")},
-        "config": {"epochs": int(totals.get("epochs") or 1), "fail_on_error": False, "log_samples": True},
+        "config": {
+            "epochs": int(totals.get("epochs") or 1),
+            "fail_on_error": True,
+            "continue_on_fail": True,
+            "log_samples": True,
+        },
         "packages": {"eval_pipelines": exporter_version()},
         "metadata": {
             "sweep_id": sweep_id,
@@ -130,7 +158,7 @@ def inspect_header(sweep_id: str, group: Group, totals: Mapping[str, Any]) -> di
     finished = not totals["unfinished"]
     return {
         "version": INSPECT_LOG_VERSION,
-        "status": "success" if finished else "started",
+        "status": log_status(totals),
         "eval": eval_spec,
         "plan": {
             "name": "plan",
@@ -195,6 +223,7 @@ def _eval_error(message: str) -> dict[str, Any]:
 
 def _sample_metadata(row: Mapping[str, Any]) -> dict[str, Any]:
     keys = (
+        "rollout_id",
         "sweep_id",
         "run_id",
         "model_name",
@@ -218,15 +247,16 @@ def _sample_metadata(row: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
-def inspect_sample(record: RolloutRecord, model: str) -> dict[str, Any]:
+def inspect_sample(record: RolloutRecord, model: str, epoch: int) -> dict[str, Any]:
+    """The rollout as epoch `epoch` of its task's sample; the rollout id is the sample's uuid."""
     row = record.row
     messages = inspect_messages(record, model)
     output = _output(messages, model, row.get("termination_reason"))
     first_user = next((m["content"] for m in messages if m["role"] == "user"), "")
     usage = _usage(row.get("prompt_tokens"), row.get("completion_tokens"), row.get("total_tokens"), row.get("cost_usd"))
     sample: dict[str, Any] = {
-        "id": row["rollout_id"],
-        "epoch": int(row["rollout_index"]) + 1,
+        "id": row["task_id"],
+        "epoch": epoch,
         "input": row.get("instruction") or first_user,
         "target": "",
         "messages": messages,
@@ -270,15 +300,32 @@ def _write_inspect_log(reader: SweepReader, group: Group, out_dir: Path) -> tupl
     model = header["eval"]["model"]
     path = out_dir / inspect_log_name(header)
     written = 0
+    epochs = _Epochs()
     with AtomicText(path) as handle:
         # The header first and the samples streamed after it, one batch at a time.
         handle.write(dump(header)[:-1] + ', "samples": [')
         for batch in reader.batches_of(group):
             for record in batch:
-                handle.write(("," if written else "") + "\n" + dump(inspect_sample(record, model)))
+                sample = inspect_sample(record, model, epochs.next(record.row["task_id"]))
+                handle.write(("," if written else "") + "\n" + dump(sample))
                 written += 1
         handle.write("\n]}\n")
     return path, written
+
+
+class _Epochs:
+    """A task's rollouts numbered 1..k in the export order (task, rollout index, rollout id): the rollout index
+    plus one in a sweep, and still one (sample id, epoch) per rollout if a task's indexes repeat or skip."""
+
+    def __init__(self) -> None:
+        self.task: str | None = None
+        self.epoch = 0
+
+    def next(self, task_id: str) -> int:
+        if task_id != self.task:
+            self.task, self.epoch = task_id, 0
+        self.epoch += 1
+        return self.epoch
 
 
 def export_inspect(reader: SweepReader, groups: list[Group], out: Path) -> ExportSummary:

@@ -169,13 +169,24 @@ _MESSAGES = _Spooled(
 _TOOL_CALLS = _Spooled("tool_calls", _IN_GROUP_FILES, order="call_index")
 _RETRIES = _Spooled("rollout_attempts", f"{_IN_GROUP_FILES} and not t.is_final", order="attempt")
 
+#: `task_ids` and `epochs` (the most rollouts of one task) make the Inspect log's dataset: a sample per task, its
+#: rollouts the sample's epochs.
 _GROUP_TOTALS_SQL = """
+with per_task as (
+    select task_id, count(*) as rollouts
+    from rollouts
+    where sweep_id = $sweep and model = $model_key and scenario = $scenario_key
+      and model_name = $model_name and scenario_id = $scenario_id
+    group by task_id
+)
 select count(*) as n,
        count(*) filter (where status in ('pending', 'running')) as unfinished,
        min(created_at) as created_at, min(started_at) as started_at, max(completed_at) as completed_at,
        sum(prompt_tokens) as prompt_tokens, sum(completion_tokens) as completion_tokens,
        sum(total_tokens) as total_tokens, sum(cost_usd) as cost_usd,
-       max(rollout_index) + 1 as epochs, bool_or(is_simulated) as is_simulated,
+       (select max(rollouts) from per_task) as epochs,
+       (select list(task_id order by task_id) from per_task) as task_ids,
+       bool_or(is_simulated) as is_simulated,
        any_value(model_identifier) as model_identifier, any_value(provider) as provider,
        any_value(base_url) as base_url, any_value(temperature) as temperature, max(max_steps) as max_steps,
        list(distinct run_id order by run_id) as run_ids
