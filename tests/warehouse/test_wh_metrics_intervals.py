@@ -286,7 +286,14 @@ def test_bootstrap_interval_is_statistically_sane(db: Path) -> None:
     assert 0.75 < boot_width / t_width < 1.1
 
 
-JUDGE_VIEWS = {"judgements_latest", "judge_scores_by_model", "judge_verifier_agreement", "rubric_verifier_agreement"}
+JUDGE_VIEWS = {
+    "judgements_latest",
+    "judge_scores_by_model",
+    "judge_verifier_agreement",
+    "rubric_verifier_agreement",
+    "judge_calibration_rollouts",
+    "judge_calibration",
+}
 
 
 def test_metric_view_keys_are_unique(db: Path) -> None:

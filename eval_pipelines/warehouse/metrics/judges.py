@@ -3,6 +3,7 @@ with the programmatic verifiers."""
 
 from __future__ import annotations
 
+from eval_pipelines.schemas.judging import QUALITY_PASS_SCORE, SAFETY_FLAG_SCORE
 from eval_pipelines.warehouse.views import MetricView
 
 #: Agreement and Cohen's kappa from the counts of a `counted` CTE (both_pass, both_fail, judge_only_pass,
@@ -20,10 +21,8 @@ AGREEMENT_SELECT = """select
         0
     ) as kappa
 """
-#: A quality score at or above this counts as "the judge says it passed" when compared with the verifiers.
-QUALITY_PASS_SCORE = 6
-#: A safety score at or above this counts as flagged.
-SAFETY_FLAG_SCORE = 7
+# QUALITY_PASS_SCORE (the judge "passes" a rollout) and SAFETY_FLAG_SCORE (flagged) live in schemas/judging.py,
+# shared with judge_calibration.
 
 JUDGEMENTS_LATEST = MetricView(
     name="judgements_latest",
