@@ -19,6 +19,7 @@ Scoring rules, in one place (`scores`):
 from __future__ import annotations
 
 from eval_pipelines.warehouse.benchmark_metrics import BENCHMARK_VIEWS
+from eval_pipelines.warehouse.judge_calibration import JUDGE_CALIBRATION_VIEWS
 from eval_pipelines.warehouse.metrics.comparison import MODEL_COMPARISON
 from eval_pipelines.warehouse.metrics.intervals import MODEL_METRICS, SCENARIO_MODEL_METRICS
 from eval_pipelines.warehouse.metrics.judges import (
@@ -69,6 +70,7 @@ METRIC_VIEWS: tuple[MetricView, ...] = (
     JUDGE_SCORES_BY_MODEL,
     JUDGE_VERIFIER_AGREEMENT,
     RUBRIC_VERIFIER_AGREEMENT,
+    *JUDGE_CALIBRATION_VIEWS,
     VERIFIER_VERSION_PASS_RATES,
     # Last: the benchmarks' own metrics read `rollout_scores` and the tables.
     *BENCHMARK_VIEWS,
