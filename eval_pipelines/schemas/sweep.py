@@ -82,13 +82,21 @@ class ModelCallLimits(StrictModel):
 
 class SweepModel(ModelCallLimits):
     """A model in a sweep. The key is never in the file: `api_key_env` names the variable that holds it.
-    `base_url: sim://local` selects the project's simulated models (offline, labelled simulated)."""
+    `base_url: sim://local` selects the project's simulated models (offline, labelled simulated). A `provider:
+    custom` endpoint that takes no key (a local vLLM, Ollama or llama.cpp server) leaves `api_key_env` out, and its
+    requests carry no Authorization header."""
 
     name: str = Field(min_length=1, description="the model's name in partitions and tables")
     model: str = Field(min_length=1)
     provider: Provider = Provider.CUSTOM
     base_url: str | None = None
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="the environment variable holding the key, read at run time (a named variable that is unset "
+        "stops the sweep); required for a hosted provider, optional for `provider: custom` (a keyless local "
+        "endpoint: no Authorization header is sent)",
+    )
     temperature: float = Field(default=DEFAULT_TEMPERATURE, ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE)
     max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
     system_prompt: str | None = None
@@ -133,8 +141,11 @@ class SweepModel(ModelCallLimits):
     def _where_to_reach(self) -> SweepModel:
         if self.provider == Provider.CUSTOM and not self.base_url:
             raise ValueError("base_url is required when provider is 'custom'")
-        if not self.is_simulated and not self.api_key_env:
-            raise ValueError("api_key_env is required for a non-simulated model")
+        if self.provider != Provider.CUSTOM and not self.api_key_env:
+            raise ValueError(
+                f"api_key_env is required for provider {self.provider.value!r} (only a `provider: custom` endpoint, "
+                "such as a local vLLM, Ollama or llama.cpp server, may take no key)"
+            )
         if self.agent_environment is not None and self.agent is None:
             raise ValueError("agent_environment needs an agent: the class to run in it ('module.path:ClassName')")
         return self
