@@ -74,11 +74,13 @@ def load_all_sweeps(directory: Path | None = None) -> dict[str, SweepConfig]:
 
 
 def model_config_for(model: SweepModel, source: str = "sweep config") -> ModelConfig:
-    """The ModelConfig of a sweep model, with its key read from the environment at call time."""
+    """The ModelConfig of a sweep model, with its key read from the environment at call time (empty for a keyless
+    endpoint). A named variable that is unset is a ConfigError naming the file and the field."""
     if model.is_simulated:
         key = SIMULATED_API_KEY
+    elif model.api_key_env is None:  # a keyless `provider: custom` endpoint (SweepModel allows none other)
+        key = ""  # the chat client sends no Authorization header without a key
     else:
-        assert model.api_key_env is not None  # enforced by SweepModel
         key = os.environ.get(model.api_key_env, "")
         if not key:
             raise ConfigError(

@@ -62,7 +62,7 @@ def _field_error(model: type[BaseModel], data: dict[str, Any]) -> str:
         (AssessRunRequest, {"dataset_id": SPACE, "space_id": SPACE, "judge_ids": [], "name": "n"}, "judge_ids"),
         (SynthDataRequest, {"model_id": SPACE, "multiplier": 0, "examples": [{}], "prompt": "p"}, "multiplier"),
         (SweepModel, {"name": "bad|name", "model": "m", "base_url": "sim://local"}, "name"),
-        (SweepModel, {"name": "real", "model": "m", "base_url": "http://h"}, "api_key_env"),
+        (SweepModel, {"name": "real", "model": "m", "provider": "openai"}, "api_key_env"),
         (SweepConfig, {"name": "s", "scenarios": [], "models": []}, "scenarios"),
     ],
 )
