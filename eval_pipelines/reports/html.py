@@ -12,6 +12,7 @@ from typing import Any
 
 from eval_pipelines.pipeline.summary import markdown_table
 from eval_pipelines.reports.data import UNKNOWN_COST, ReportData, model_label
+from eval_pipelines.reports.judges import calibration_html
 from eval_pipelines.reports.viewer.links import rollouts_link
 from eval_pipelines.warehouse.metrics import METHODS
 
@@ -198,13 +199,14 @@ def _pass_hat_k_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+def data_uri(svg: bytes) -> str:
+    """An SVG chart as a data: URI, for an <img> in the report and in Dagster's Markdown metadata."""
+    return "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")
 
 
-def _figure(chart_id: str, png: bytes, alt: str, caption: str) -> str:
+def _figure(chart_id: str, svg: bytes, alt: str, caption: str) -> str:
     return (
-        f'<figure id="{chart_id}"><img alt="{html.escape(alt)}" src="{data_uri(png)}">'
+        f'<figure id="{chart_id}"><img alt="{html.escape(alt)}" src="{data_uri(svg)}">'
         f"<figcaption>{_inline_code(caption)}</figcaption></figure>"
     )
 
@@ -302,6 +304,7 @@ def render_report_html(data: ReportData, charts: Mapping[str, bytes], *, source:
             "Heatmap of pass rate per task and model",
             "Cells show passes / scored rollouts; grey: no scored rollout.",
         ),
+        calibration_html(data.judges, data.sweep_id),
         "<h2>Method</h2>",
         "<ul>",
         *(f"<li>{_inline_code(note_text)}</li>" for note_text in METHODS),

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from eval_pipelines.reports import build_report, load_report_data
-from eval_pipelines.reports.charts import pass_hat_k_figure, pass_rate_figure, task_heatmap_figure
+from eval_pipelines.reports.charts import pass_hat_k_chart, pass_rate_chart, task_heatmap_chart
 from eval_pipelines.reports.html import ALL_ERRORED, pass_rate_markdown
 from eval_pipelines.schemas.runs import ErrorClass, Rollout
 from eval_pipelines.warehouse.catalog import build_catalog
@@ -50,8 +51,8 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_catalog(warehouse.root, root / "eval.duckdb").path
 
 
-def _texts(figure: object) -> str:
-    return " | ".join(t.get_text() for axes in figure.axes for t in axes.texts)  # type: ignore[attr-defined]
+def _texts(svg: str) -> str:
+    return " | ".join(t.text or "" for t in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text"))
 
 
 def test_the_cli_report_exits_0_and_shows_the_pair_as_errors(catalog: Path, tmp_path: Path) -> None:
@@ -70,14 +71,14 @@ def test_the_cli_report_exits_0_and_shows_the_pair_as_errors(catalog: Path, tmp_
     live_row = next(row for row in page.split("<tr>") if LIVE in row and "email" in row)
     assert ALL_ERRORED not in live_row and "0.500" in live_row
     for name in ("pass_rate", "pass_hat_k", "cost", "task_heatmap"):
-        assert (tmp_path / f"report_{name}.png").stat().st_size > 0
+        assert (tmp_path / f"report_{name}.svg").stat().st_size > 0
 
 
 def test_the_charts_say_errors_where_there_is_no_pass_rate(catalog: Path) -> None:
     data = load_report_data(catalog)
-    assert _texts(pass_rate_figure(data.sweep_id, data.groups, data.model_labels)).count("2 errors, no pass rate") == 1
-    assert "all rollouts errored, no pass^k: " + data.model_labels[DEAD] in _texts(pass_hat_k_figure(data))
-    heatmap = _texts(task_heatmap_figure(data))
+    assert _texts(pass_rate_chart(data.sweep_id, data.groups, data.model_labels)).count("2 errors, no pass rate") == 1
+    assert "all rollouts errored, no pass^k: " + data.model_labels[DEAD] in _texts(pass_hat_k_chart(data))
+    heatmap = _texts(task_heatmap_chart(data))
     assert heatmap.count("1 err") == 2 and "1/1" in heatmap and "0/1" in heatmap
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import base64
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from matplotlib.figure import Figure
 
 from eval_pipelines.reports import (
     CHARTS,
@@ -20,27 +20,29 @@ from eval_pipelines.reports import (
 from eval_pipelines.warehouse.catalog import build_catalog
 from tests.reports.conftest import NEW_SWEEP, OLD_SWEEP
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+SVG = "{http://www.w3.org/2000/svg}"
 
 
-def _figure_texts(figure: Figure) -> str:
-    texts = [t.get_text() for t in figure.findobj(match=lambda artist: hasattr(artist, "get_text"))]
-    return "\n".join(texts)
+def _svg_texts(svg: str | bytes) -> str:
+    """The chart's text elements, read by an XML parser (so the SVG is also well-formed)."""
+    root = ET.fromstring(svg)
+    assert root.tag == f"{SVG}svg" and int(root.attrib["width"]) > 300 and int(root.attrib["height"]) > 200
+    return "\n".join(t.text or "" for t in root.iter(f"{SVG}text"))
 
 
-def test_report_writes_html_and_pngs_for_the_latest_sweep(report_catalog: Path, tmp_path: Path) -> None:
+def test_report_writes_html_and_svgs_for_the_latest_sweep(report_catalog: Path, tmp_path: Path) -> None:
     files = build_report(report_catalog, tmp_path / "out" / "report.html")
     assert files.sweep_id == NEW_SWEEP
     assert set(files.charts) == set(CHARTS) == {"pass_rate", "pass_hat_k", "cost", "task_heatmap"}
     page = files.html.read_text(encoding="utf-8")
-    embedded = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">', page)
+    embedded = re.findall(r'<img alt="[^"]*" src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)">', page)
     assert len(embedded) == len(CHARTS)
     for name, path in files.charts.items():
-        assert path.parent == files.html.parent and path.name == f"report_{name}.png"
-        png = path.read_bytes()
-        assert png.startswith(PNG_SIGNATURE) and len(png) > 5000
-        # The page embeds exactly the bytes of the PNG beside it.
-        assert base64.b64encode(png).decode("ascii") in embedded
+        assert path.parent == files.html.parent and path.name == f"report_{name}.svg"
+        svg = path.read_bytes()
+        assert NEW_SWEEP in _svg_texts(svg) and len(svg) > 2000
+        # The page embeds exactly the bytes of the SVG beside it.
+        assert base64.b64encode(svg).decode("ascii") in embedded
     # Self-contained: nothing to fetch, nothing to run. The only links are to the viewer, one per row.
     for pattern in (r"\bsrc=\"(?!data:)", r"<script", r"<link", r"url\(", r"@import"):
         assert not re.search(pattern, page), pattern
@@ -57,8 +59,8 @@ def test_report_writes_html_and_pngs_for_the_latest_sweep(report_catalog: Path, 
 
 def test_every_chart_labels_simulated_models(report_catalog: Path) -> None:
     data = load_report_data(report_catalog)
-    for name, make_figure in CHARTS.items():
-        text = _figure_texts(make_figure(data))
+    for name, make_chart in CHARTS.items():
+        text = _svg_texts(make_chart(data))
         assert "sim-oracle (simulated)" in text and "sim-noop (simulated)" in text, name
         assert "gpt-real (simulated)" not in text and "gpt-real" in text, name
 
@@ -89,17 +91,17 @@ def test_report_errors_name_the_problem(report_catalog: Path, tmp_path: Path) ->
 
 
 def test_pass_rate_summary_for_dagster_metadata(report_catalog: Path, tmp_path: Path) -> None:
-    summary = pass_rate_summary(report_catalog, chart_path=tmp_path / "charts" / "pass_rates.png")
+    summary = pass_rate_summary(report_catalog, chart_path=tmp_path / "charts" / "pass_rates.svg")
     assert summary.sweep_id == NEW_SWEEP
     lines = summary.table_markdown.splitlines()
     assert lines[0].startswith("| scenario | model |") and "95% CI (t, clustered)" in lines[0]
     assert len(lines) == 2 + 2 * 3
     assert any("| sim-oracle (simulated) |" in line for line in lines)
-    assert summary.chart_path is not None and summary.chart_path.read_bytes() == summary.chart_png
-    match = re.fullmatch(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", summary.chart_markdown)
-    assert match and base64.b64decode(match.group(1)).startswith(PNG_SIGNATURE)
+    assert summary.chart_path is not None and summary.chart_path.read_bytes() == summary.chart_svg
+    match = re.fullmatch(r"!\[[^\]]*\]\(data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)\)", summary.chart_markdown)
+    assert match and "sim-oracle (simulated)" in _svg_texts(base64.b64decode(match.group(1)))
 
     empty = build_catalog(tmp_path / "empty-warehouse", tmp_path / "empty.duckdb").path
     nothing = pass_rate_summary(empty)
-    assert (nothing.sweep_id, nothing.chart_png) == (None, None)
+    assert (nothing.sweep_id, nothing.chart_svg) == (None, None)
     assert "no scored rollouts" in nothing.table_markdown and nothing.chart_markdown == ""

@@ -8,8 +8,8 @@ import html
 import json
 import re
 import shutil
-import struct
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +68,9 @@ def _dump_dom(page: Path, profile: Path) -> str:
     return result.stdout
 
 
-def _png_size(path: Path) -> tuple[int, int]:
-    width, height = struct.unpack(">II", path.read_bytes()[16:24])  # the IHDR chunk
-    return int(width), int(height)
+def _svg_size(path: Path) -> tuple[int, int]:
+    root = ET.fromstring(path.read_bytes())
+    return int(root.attrib["width"]), int(root.attrib["height"])
 
 
 def test_every_chart_decodes_at_its_full_size_in_chromium(report_catalog: Path, tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_every_chart_decodes_at_its_full_size_in_chromium(report_catalog: Path, 
 
     assert set(by_id) == CHART_IDS | {"control-broken"}
     assert by_id["control-broken"]["width"] == 0
-    png_of = {
+    svg_of = {
         "chart-pass-rate": files.charts["pass_rate"],
         "chart-pass-hat-k": files.charts["pass_hat_k"],
         "chart-cost": files.charts["cost"],
@@ -95,5 +95,5 @@ def test_every_chart_decodes_at_its_full_size_in_chromium(report_catalog: Path, 
     for chart_id in CHART_IDS:
         size = by_id[chart_id]
         assert size["complete"] and size["width"] > 300 and size["height"] > 200, size
-        assert (size["width"], size["height"]) == _png_size(png_of[chart_id])
+        assert (size["width"], size["height"]) == _svg_size(svg_of[chart_id])
     assert "Evaluation report: sweep" in dom and "sim-oracle (simulated)" in dom
