@@ -425,7 +425,7 @@ CATALOG_CONDITION = (
 )
 def eval_catalog(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
     summary = build_catalog(paths.warehouse, paths.duckdb)
-    latest = pass_rate_summary(paths.duckdb, chart_path=paths.reports / "pass_rates.png")
+    latest = pass_rate_summary(paths.duckdb, chart_path=paths.reports / "pass_rates.svg")
     metadata: dict[str, Any] = {
         "path": str(paths.duckdb),
         "views": len(summary.views),
@@ -443,7 +443,7 @@ def eval_catalog(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.Mate
     deps=[eval_catalog],
     kinds={"html"},
     automation_condition=dg.AutomationCondition.eager(),
-    description="The HTML report of the latest sweep with its PNG charts (data/reports/report.html), as "
+    description="The HTML report of the latest sweep with its SVG charts (data/reports/report.html), as "
     "`eval-pipelines report` writes it; rebuilt after each catalog build.",
 )
 def eval_report(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
