@@ -848,9 +848,9 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
     sql.add_argument("--db", default=None)
     sql.set_defaults(func=cmd_sql)
-    report = sub.add_parser("report", help="write a self-contained HTML report with PNG charts for one sweep")
+    report = sub.add_parser("report", help="write a self-contained HTML report with SVG charts for one sweep")
     report.add_argument("--sweep", default=None, help="sweep id; default: the most recently started sweep")
-    report.add_argument("--out", default=None, help="HTML path, PNGs beside it; default: data/reports/report.html")
+    report.add_argument("--out", default=None, help="HTML path, SVGs beside it; default: data/reports/report.html")
     report.add_argument("--db", default=None, help="catalog to read; default: data/eval.duckdb")
     report.set_defaults(func=cmd_report)
     export = sub.add_parser(
