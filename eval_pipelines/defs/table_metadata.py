@@ -1,8 +1,11 @@
 """Dagster's standard table metadata for the assets that write warehouse tables.
 
-`dagster/column_schema` and `dagster/table_name` go on the asset definition (the Catalog's Columns view fills
-in before anything ran), `dagster/row_count` on each materialisation. The columns come from the warehouse's
-registered schemas (`warehouse.tables`), the one home of every column and its doc.
+A table asset is one of kind `parquet` (`TABLE_KIND`): it writes a warehouse table. `dagster/column_schema` and
+`dagster/table_name` go on its definition (the Catalog's Columns view fills in before anything ran),
+`dagster/row_count` on each of its materialisations, also when it wrote nothing. The columns come from the
+warehouse's registered schemas (`warehouse.tables`), the one home of every column and its doc. Row counts of the
+other tables one step writes, and of the catalog's views, go in a table-valued entry (`table_counts`), never in
+keys of our own per table.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import dagster as dg
 
 from eval_pipelines.warehouse.tables import HIVE_COLUMN_DOCS, table_spec
 
+#: The storage kind of an asset that writes a warehouse table.
+TABLE_KIND = "parquet"
 #: The catalog file's DuckDB database and schema: `data/eval.duckdb` attaches as `eval`, views live in `main`.
 CATALOG_SCHEMA = "eval.main"
 
@@ -46,3 +51,17 @@ def table_definition(table: str) -> dict[str, Any]:
 def table_rows(table: str, rows: int) -> dict[str, Any]:
     """For a materialisation's metadata."""
     return {"dagster/row_count": int(rows), "dagster/table_name": table_name(table)}
+
+
+_COUNTS_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn(name="table", type="string", description="table or view of the catalog (eval.main)"),
+        dg.TableColumn(name="rows", type="int"),
+    ]
+)
+
+
+def table_counts(rows_by_table: dict[str, int]) -> dg.TableMetadataValue:
+    """Several tables' row counts as one table-valued metadata entry (shown as a table in the UI)."""
+    records = [dg.TableRecord({"table": name, "rows": int(rows)}) for name, rows in sorted(rows_by_table.items())]
+    return dg.MetadataValue.table(records=records, schema=_COUNTS_SCHEMA)

@@ -59,9 +59,13 @@ def assessment_dataset(
 ) -> dg.MaterializeResult:
     manifest = assessment_dataset_step(assessment_platform.target(), _assessed(context, paths))
     if manifest is None:
-        return dg.MaterializeResult(metadata={"rows": 0}, data_version=dg.DataVersion(NO_ROWS))
+        return dg.MaterializeResult(metadata={"dagster/row_count": 0}, data_version=dg.DataVersion(NO_ROWS))
     return dg.MaterializeResult(
-        metadata={"dataset_id": manifest.dataset_id, "dataset": manifest.dataset_name, "rows": len(manifest.rows)},
+        metadata={
+            "dataset_id": manifest.dataset_id,
+            "dataset": manifest.dataset_name,
+            "dagster/row_count": len(manifest.rows),
+        },
         # What the judges read: `judgements` re-runs only when this changes (see JUDGE_CONDITION).
         data_version=dg.DataVersion(manifest.judge_inputs or manifest.digest),
     )
@@ -86,10 +90,9 @@ def judgements(
     calls = sweep.platform_judges if sweep is not None else None
     summary = judgements_step(assessment_platform.target(), _assessed(context, paths), calls)
     if summary is None:
-        return dg.MaterializeResult(metadata={"rows": 0})
+        return dg.MaterializeResult(metadata=table_rows("judgements", 0))
     return dg.MaterializeResult(
         metadata={
-            "rows": summary.table.num_rows,
             **table_rows("judgements", summary.table.num_rows),
             **{f"mean_score/{kind}": round(score, 3) for kind, score in summary.mean_scores.items()},
         }
@@ -109,9 +112,7 @@ def synthetic_rows(
 ) -> dg.MaterializeResult:
     scenario = paths.catalog().get(context.partition_key)
     rows = synthetic_rows_step(assessment_platform.target(), Warehouse(paths.warehouse), scenario)
-    return dg.MaterializeResult(
-        metadata={"rows": rows, "scenario_id": scenario.scenario_id, **table_rows("synthetic_rows", rows)}
-    )
+    return dg.MaterializeResult(metadata={"scenario_id": scenario.scenario_id, **table_rows("synthetic_rows", rows)})
 
 
 ASSESSMENT_ASSETS = [assessment_dataset, judgements, synthetic_rows]
