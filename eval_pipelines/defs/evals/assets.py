@@ -12,7 +12,7 @@ import dagster as dg
 from eval_pipelines.clients.errors import BadRequest, ServiceError
 from eval_pipelines.defs.evals.partitions import SCENARIO_MODEL, keys_of
 from eval_pipelines.defs.evals.resources import EvalPaths, EvalService
-from eval_pipelines.defs.table_metadata import table_definition, table_rows
+from eval_pipelines.defs.table_metadata import table_counts, table_definition, table_rows
 from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles
 from eval_pipelines.inputs.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.pipeline.command_sandbox import sandbox_for, sandbox_warning
@@ -184,7 +184,7 @@ def eval_run(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
 def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: EvalService) -> dg.MaterializeResult:
     work = _partition_work(context, paths)
     if work is None:
-        return dg.MaterializeResult(metadata=NOT_IN_SWEEP)
+        return dg.MaterializeResult(metadata={**NOT_IN_SWEEP, **table_rows("rollouts", 0)})
     backend = eval_service.get_backend()
     done = 0
 
@@ -220,8 +220,8 @@ def rollouts(context: dg.AssetExecutionContext, paths: EvalPaths, eval_service: 
             "retried_attempts": summary.retries,
             **{f"errors/{k}": v for k, v in sorted(summary.by_error_class.items())},
             **{f"status/{k}": v for k, v in sorted(summary.by_status.items())},
-            **{f"rows/{k}": v for k, v in summary.rows_written.items()},
             **table_rows("rollouts", summary.rows_written.get("rollouts", 0)),
+            "tables_written": table_counts(summary.rows_written),
             "preview": dg.MetadataValue.md(markdown_table(summary.preview)),
             # `eval-pipelines view` must be running for the link to answer
             "viewer": dg.MetadataValue.url(
@@ -269,7 +269,6 @@ def verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.Mate
             "pass_rate": round(rate, 4),
             "verifier_errors": summary.verifier_errors,
             "skipped": summary.skipped,
-            "rows": summary.rows_written,
             **table_rows("verifications", summary.rows_written),
         }
     )
@@ -373,6 +372,7 @@ def _scores_check() -> dg.AssetChecksDefinition:
     group_name=GROUP,
     deps=[rollouts],
     kinds={"parquet"},
+    metadata=table_definition("verifications"),
     pool=LLM_POOL,
     automation_condition=dg.AutomationCondition.eager(),
     description="Judge validity: the sweep's rubric_judge scores every stored rollout against its task's rubric; "
@@ -381,7 +381,9 @@ def _scores_check() -> dg.AssetChecksDefinition:
 def rubric_verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
     work = _partition_work(context, paths)
     if work is None or work.sweep.rubric_judge is None:
-        return dg.MaterializeResult(metadata={"judged": 0, "note": "the sweep names no rubric_judge"})
+        return dg.MaterializeResult(
+            metadata={"judged": 0, "note": "the sweep names no rubric_judge", **table_rows("verifications", 0)}
+        )
     model_key, scenario_key = keys_of(context)
     judge_config = shared_runtime(paths.catalog()).resolve(
         model_config_for(work.sweep.rubric_judge, source=f"sweep {work.sweep.name!r}: rubric_judge")
@@ -402,6 +404,8 @@ def rubric_verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> 
             "judged": summary.judged,
             "passed": summary.passed,
             "errors": summary.errors,
+            # one verdict row of kind rubric per judged rollout
+            **table_rows("verifications", summary.judged),
         }
     )
 
@@ -429,7 +433,7 @@ def eval_catalog(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.Mate
     metadata: dict[str, Any] = {
         "path": str(paths.duckdb),
         "views": len(summary.views),
-        **{f"rows/{k}": v for k, v in summary.row_counts.items()},
+        "row_counts": table_counts(summary.row_counts),
         "latest_sweep": dg.MetadataValue.text(latest.sweep_id or "-"),
         "latest_sweep_pass_rates": dg.MetadataValue.md(f"{latest.table_markdown}\n\n{latest.chart_markdown}"),
     }
