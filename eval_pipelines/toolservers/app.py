@@ -44,6 +44,8 @@ from eval_pipelines.toolservers.diff import diff_states
 WORKSPACE_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 DEFAULT_WORKSPACE = "default"
 DEFAULT_MAX_WORKSPACES = 10_000
+#: Distinct seeds whose seeded state a store keeps (a run's rollouts of one task all send the same seed).
+SEEDED_STATES_KEPT = 64
 
 _WORKSPACE_ID_RE = re.compile(WORKSPACE_ID_PATTERN)
 
@@ -86,6 +88,11 @@ class WorkspaceStore:
     server: BuiltinToolServer
     max_workspaces: int = DEFAULT_MAX_WORKSPACES
     workspaces: dict[str, Workspace] = field(default_factory=dict)
+    #: seed (as JSON) -> the state it seeds, for a server whose seeding depends on the seed alone
+    #: (`seeding_is_pure`): every rollout of a task sends the same seed, and parsing it again (addresses,
+    #: timestamps, search text) was the largest part of the tool host's CPU a rollout. Never handed out: each
+    #: workspace gets a copy. Oldest first.
+    seeded_states: dict[bytes, State] = field(default_factory=dict, repr=False)
 
     def _ensure_capacity(self) -> None:
         if len(self.workspaces) >= self.max_workspaces:
@@ -102,7 +109,7 @@ class WorkspaceStore:
         if state is not None and seed:
             raise HTTPException(status_code=400, detail="give either 'seed' or 'state', not both")
         self._ensure_capacity()
-        initial = self._restored(state) if state is not None else self._seeded(self.server.new_state(), seed)
+        initial = self._restored(state) if state is not None else self._fresh(seed)
         workspace = Workspace(workspace_id=workspace_id, state=initial)
         self.workspaces[workspace_id] = workspace
         return workspace
@@ -113,6 +120,19 @@ class WorkspaceStore:
             return self.server.restore_state(snapshot)
         except StateNotRestorable as exc:
             raise HTTPException(status_code=422, detail=f"cannot restore '{self.server.name}': {exc}") from exc
+
+    def _fresh(self, seed: list[Any]) -> State:
+        """A new state with `seed` loaded (or 400)."""
+        if not seed or not self.server.seeding_is_pure:
+            return self._seeded(self.server.new_state(), seed)
+        key = pydantic_core.to_json(seed)
+        seeded = self.seeded_states.pop(key, None)
+        if seeded is None:
+            seeded = self._seeded(self.server.new_state(), seed)
+            if len(self.seeded_states) >= SEEDED_STATES_KEPT:
+                del self.seeded_states[next(iter(self.seeded_states))]
+        self.seeded_states[key] = seeded  # newest last
+        return copy_state(seeded)
 
     def _seeded(self, state: State, seed: list[Any]) -> State:
         """`state` plus `seed`, or 400. The caller's state is never touched, so a bad seed leaves nothing
@@ -131,7 +151,7 @@ class WorkspaceStore:
         self, workspace_id: str | None, seed: list[Any], state: dict[str, Any] | None = None
     ) -> Workspace:
         """`create`, seeding through the server's `aseed` (which may wait on a backend)."""
-        if state is not None or not seed:
+        if state is not None or not seed or self.server.seeding_is_pure:
             return self.create(workspace_id, seed, state)
         workspace = self.create(workspace_id, [])
         try:

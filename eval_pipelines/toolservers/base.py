@@ -12,12 +12,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, TypeVar
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError as SchemaValidationError
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from eval_pipelines.schemas.tools import ToolDefinition
+
+if TYPE_CHECKING:  # jsonschema loads when a server first validates a call, not with every reader of the registry
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError as SchemaValidationError
 
 #: collection name -> item id -> JSON item (for example `state["emails"]["e-001"]`).
 State = dict[str, dict[str, dict[str, Any]]]
@@ -130,6 +131,9 @@ class BuiltinToolServer(ABC):
     #: whether a call that fails leaves the state as it was before it (False: as the server left it, when the
     #: state mirrors a backend that keeps a failed call's partial changes).
     rolls_back_failed_calls: ClassVar[bool] = True
+    #: whether `seed` is a function of the seed files alone (no backend, clock, randomness or workspace id, and
+    #: JSON-shaped state), so a workspace may start from a copy of the state an identical seed gave before.
+    seeding_is_pure: ClassVar[bool] = False
 
     #: the server's tools, collected from its `@tool` handlers; `tools()` hands out copies, so no caller can
     #: change the server's own.
@@ -228,6 +232,8 @@ class BuiltinToolServer(ABC):
 
     @cached_property
     def _validators(self) -> dict[str, Draft202012Validator]:
+        from jsonschema import Draft202012Validator
+
         return {name: Draft202012Validator(tool.parameters) for name, tool in self.tool_map.items()}
 
     def mutates(self, tool_name: str) -> bool:

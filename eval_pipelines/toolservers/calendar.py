@@ -80,6 +80,7 @@ def _attendee_list(value: list[str], parameter: str) -> list[str]:
 
 class CalendarServer(BuiltinToolServer):
     name: ClassVar[str] = "calendar"
+    seeding_is_pure: ClassVar[bool] = True
     collection_nouns: ClassVar[dict[str, str]] = {
         "events": "calendar event(s)",
         "calendars": "calendar(s)",

@@ -43,6 +43,7 @@ def _with_prefix(prefix: str, subject: str, also: tuple[str, ...] = ()) -> str:
 
 class EmailServer(BuiltinToolServer):
     name: ClassVar[str] = "email"
+    seeding_is_pure: ClassVar[bool] = True
     collection_nouns: ClassVar[dict[str, str]] = {
         "emails": "email(s)",
         "contacts": "contact(s)",

@@ -93,6 +93,7 @@ def _most_urgent_first(tickets: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 class RecordsServer(BuiltinToolServer):
     name: ClassVar[str] = "records"
+    seeding_is_pure: ClassVar[bool] = True
     collection_nouns: ClassVar[dict[str, str]] = {"tickets": "ticket(s)", "settings": "setting(s)"}
 
     # -- state -----------------------------------------------------------------------------------------

@@ -570,6 +570,9 @@ class IsolatedVerifierRunner:
 #: few enough that a batch's message stays a few hundred kilobytes.
 MAX_POOL_BATCH = 64
 
+#: How long a package's drain thread waits for the next verification before it ends.
+DRAIN_LINGER_SECONDS = 0.5
+
 
 @dataclass
 class _Package:
@@ -587,17 +590,23 @@ class _Package:
     #: Whether a thread is draining `waiting` (guarded by `mutex`); one at a time, so the batches stay whole.
     draining: bool = False
     mutex: threading.Lock = field(default_factory=threading.Lock)
+    #: Signalled (under `mutex`) when a job is queued while a drainer waits for more.
+    arrived: threading.Condition = field(init=False, repr=False)
     #: Guarded by the pool's `_guard`: runs and verifications holding the package, when it was last let go,
     #: and whether a newer version took its place (it is stopped once nobody holds it).
     users: int = 0
     last_used: float = field(default_factory=time.monotonic)
     retired: bool = False
 
+    def __post_init__(self) -> None:
+        self.arrived = threading.Condition(self.mutex)
+
     def submit(self, job: VerifyJob) -> concurrent.futures.Future[list[VerifierOutcome]]:
         future: concurrent.futures.Future[list[VerifierOutcome]] = concurrent.futures.Future()
         with self.mutex:
             self.waiting.append((job, future))
             if self.draining:
+                self.arrived.notify()
                 return future
             self.draining = True
         threading.Thread(target=self._drain, name="verifier-batches", daemon=True).start()
@@ -606,6 +615,10 @@ class _Package:
     def _drain(self) -> None:
         while True:
             with self.mutex:
+                if not self.waiting:
+                    # Verdicts of a running sweep come due every few milliseconds: lingering a moment spares
+                    # starting a thread per burst, which was a visible share of a rollout's CPU.
+                    self.arrived.wait(DRAIN_LINGER_SECONDS)
                 taken, self.waiting = self.waiting[:MAX_POOL_BATCH], self.waiting[MAX_POOL_BATCH:]
                 if not taken:
                     self.draining = False
