@@ -25,6 +25,7 @@ from eval_pipelines.agents.simlab_adapter import SimLabAgentAdapter
 from eval_pipelines.agents.text_tool_calls import flag_text_tool_call
 from eval_pipelines.agents.tool_calling import ToolCallingAgent
 from eval_pipelines.engine.clients import ChatClientPool
+from eval_pipelines.engine.simulator_checks import off_script_cause, recorded_checks, simulator_checks
 from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavailable
 from eval_pipelines.environments.mcp import McpServerSpec
 from eval_pipelines.environments.unified import UnifiedEnvironment
@@ -40,6 +41,7 @@ from eval_pipelines.schemas.artifacts import (
     META_NPC_TRANSCRIPTS,
     META_SIMLAB_SERVERS,
     META_SIMLAB_TASK,
+    META_SIMULATOR_CHECKS,
     META_STATE,
     META_STATE_DIFFS,
     META_TIMEOUT,
@@ -48,6 +50,7 @@ from eval_pipelines.schemas.artifacts import (
     META_UNRESTORABLE_SERVERS,
     META_USAGE,
     META_USER_ENDING,
+    META_USER_TURNS,
     RunArtifacts,
 )
 from eval_pipelines.schemas.model_config import ModelConfig
@@ -77,7 +80,7 @@ from eval_pipelines.toolservers.npc import (
     npc_transcripts,
     withheld_secrets,
 )
-from eval_pipelines.users import User, UserSimulatorError, UserTurn, build_user
+from eval_pipelines.users import LlmUser, User, UserSimulatorError, UserTurn, build_user
 from eval_pipelines.verifiers.isolation import VerifierLease, VerifierPool
 from eval_pipelines.verifiers.loader import VerifierPackage
 from eval_pipelines.verifiers.protocol import combine, verify_task
@@ -317,6 +320,7 @@ class RolloutEngine:
                 # Verifiers read the final state; without it a "fail" would be a wrong number, not a result.
                 artifacts.set_error(snapshot_error)
                 ending = _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.TOOL_SERVER)
+            _record_simulator_checks(spec, artifacts, ending)
 
             if ending.status == RolloutStatus.COMPLETED:
                 observer.phase(RolloutPhase.VERIFYING)
@@ -513,6 +517,12 @@ class RolloutEngine:
         else:
             success, reward, partial, message = False, 0.0, 0.0, artifacts.error or ending.status.value
         error_class = ending.error_class
+        off_script = off_script_cause(recorded_checks(artifacts)) if error_class is None else None
+        if off_script is not None:
+            # A simulator that strayed graded itself, whatever the verdicts say: an error, never the agent's result.
+            error_class = ErrorClass.SIMULATOR_OFF_SCRIPT
+            success, reward, partial = False, 0.0, 0.0
+            message = f"{off_script}; {message}" if message else off_script
         if error_class is None and not success:
             # A verifier without a verdict cannot turn an unfinished rollout into an error: it was decided without one.
             error_class, cause = _error_behind_failure(artifacts, [] if unfinished else outcomes)
@@ -554,14 +564,21 @@ class _TurnRecorder:
 
     async def opening(self) -> str | None:
         text = await self._user.opening()
+        self._note_said(text)
         self._note_ending()
         return text
 
     async def reply(self, agent_text: str) -> UserTurn | None:
         await self._snapshot_turn()
         turn = await self._user.reply(agent_text)
+        self._note_said(turn.text if turn is not None else None)
         self._note_ending()
         return turn
+
+    def _note_said(self, text: str | None) -> None:
+        # What the user model said, for the checks that it stayed on script (`engine/simulator_checks.py`).
+        if text is not None and isinstance(self._user, LlmUser):
+            self._artifacts.metadata.setdefault(META_USER_TURNS, []).append(text)
 
     def _note_ending(self) -> None:
         if self._user.ending is not None:
@@ -648,6 +665,16 @@ def _finished_ending(artifacts: RunArtifacts, agent_task: asyncio.Future[None], 
     if artifacts.metadata.get(META_TERMINATION) == TerminationReason.MAX_STEPS.value:
         return _Ending(RolloutStatus.COMPLETED, TerminationReason.MAX_STEPS)
     return _Ending(RolloutStatus.COMPLETED, TerminationReason.FINAL_RESPONSE)
+
+
+def _record_simulator_checks(spec: RolloutSpec, artifacts: RunArtifacts, ending: _Ending) -> None:
+    """Whether the rollout's NPCs and simulated user stayed on script (`engine/simulator_checks.py`), for a rollout
+    that did not already end in an error; `_finish` makes a stray one the rollout's error."""
+    if ending.error_class is not None:
+        return
+    checks = simulator_checks(spec.task, artifacts)
+    if checks:
+        artifacts.metadata[META_SIMULATOR_CHECKS] = [c.model_dump() for c in checks]
 
 
 def _record_usage(artifacts: RunArtifacts, meter: UsageMeter) -> None:

@@ -63,6 +63,35 @@ META_USER_ENDING = "user_ending"
 USER_ENDING_SCRIPTED = "scripted_end"
 #: A simulated user reached its task's `max_turns` without saying a stop token.
 USER_ENDING_MAX_TURNS = "max_turns"
+#: On a multi-turn task with a simulated user: what the user model said, one text per user turn, the opening first.
+META_USER_TURNS = "user_turns"
+#: Whether each simulator of the rollout (NPC, simulated user) stayed on script: a list of `SimulatorCheck` dicts.
+META_SIMULATOR_CHECKS = "simulator_checks"
+
+#: `SimulatorCheck.simulator` of the simulated user; an NPC's is `npc:<profile_id>`.
+SIMULATOR_USER = "user"
+SIMULATOR_NPC_PREFIX = "npc:"
+#: The checks: an NPC told its secret before anyone asked about one of its reveal topics (or told a secret no topic
+#: reveals); a simulated user ended the conversation outside its ending conditions; a simulator said it is an AI,
+#: a model or a simulation; a simulator contradicted its instructions (only a judge model can tell).
+CHECK_SECRET_UNASKED = "secret_only_when_asked"
+CHECK_ENDING = "ended_on_its_conditions"
+CHECK_IN_CHARACTER = "stayed_in_character"
+CHECK_INSTRUCTIONS = "followed_its_instructions"
+#: How a check was decided: by code over the transcript, or by the judge model reading it.
+CHECK_METHOD_DETERMINISTIC = "deterministic"
+CHECK_METHOD_JUDGE = "judge"
+
+
+class SimulatorCheck(WireModel):
+    """One check of one simulator of a rollout: did it stay on script."""
+
+    simulator: str
+    check: str
+    method: str = CHECK_METHOD_DETERMINISTIC
+    passed: bool
+    #: what went wrong (or, for a judge, its reason); empty for a plain pass
+    detail: str = ""
 
 
 class UnreadableArtifacts(ValueError):

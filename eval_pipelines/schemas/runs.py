@@ -93,6 +93,11 @@ class ErrorClass(StrEnum):
     #: module that does not import, a constructor that raised, or the channel to its worker broke. Deterministic,
     #: so never retried; an exception raised by the agent's `run` stays the agent's failure.
     AGENT_ENVIRONMENT = "agent_environment"
+    #: a simulator (an NPC or a simulated user) went off its script: it told a secret nobody asked for, ended the
+    #: conversation outside its ending conditions, or broke its instructions (`engine/simulator_checks.py`; each
+    #: check in the artifacts' `simulator_checks`, labelled deterministic or judge). Its verdict would grade the
+    #: simulator, not the agent. Not retried: the same script gives the same simulator the same chance to stray.
+    SIMULATOR_OFF_SCRIPT = "simulator_off_script"
 
     @property
     def is_retryable(self) -> bool:

@@ -16,7 +16,14 @@ from typing import Any
 import pyarrow as pa
 
 from eval_pipelines.lib.redact import redact_optional_url, strip_secrets
-from eval_pipelines.schemas.artifacts import META_STATE_DIFFS, META_TEXT_TOOL_CALL, META_USAGE, RunArtifacts
+from eval_pipelines.schemas.artifacts import (
+    META_SIMULATOR_CHECKS,
+    META_STATE_DIFFS,
+    META_TEXT_TOOL_CALL,
+    META_USAGE,
+    RunArtifacts,
+    SimulatorCheck,
+)
 from eval_pipelines.schemas.runs import ErrorClass, Rollout, RolloutStatus, error_class_of
 from eval_pipelines.schemas.scenarios import Task
 from eval_pipelines.schemas.tools import StateDiff
@@ -25,6 +32,7 @@ from eval_pipelines.warehouse.tables import (
     MESSAGES,
     ROLLOUT_ATTEMPTS,
     ROLLOUTS,
+    SIMULATOR_CHECKS,
     STATE_DIFFS,
     TASKS,
     TOOL_CALLS,
@@ -33,7 +41,14 @@ from eval_pipelines.warehouse.tables import (
 )
 
 #: Keys of the dict `rollout_tables` returns.
-ROLLOUT_TABLE_NAMES = (ROLLOUTS.name, ROLLOUT_ATTEMPTS.name, MESSAGES.name, TOOL_CALLS.name, STATE_DIFFS.name)
+ROLLOUT_TABLE_NAMES = (
+    ROLLOUTS.name,
+    ROLLOUT_ATTEMPTS.name,
+    MESSAGES.name,
+    TOOL_CALLS.name,
+    STATE_DIFFS.name,
+    SIMULATOR_CHECKS.name,
+)
 
 
 @dataclass(frozen=True)
@@ -162,6 +177,7 @@ def rollout_tables(
     m = _columns(MESSAGES.schema)
     tc = _columns(TOOL_CALLS.schema)
     sd = _columns(STATE_DIFFS.schema)
+    sc = _columns(SIMULATOR_CHECKS.schema)
     base_url_ctx = redact_optional_url(ctx.base_url)
 
     for rollout, artifacts, artifacts_path in rollouts:
@@ -262,12 +278,22 @@ def rollout_tables(
             sd["before_json"].append(to_json(diff.before))
             sd["after_json"].append(to_json(diff.after))
 
+        for check in artifacts.metadata.get(META_SIMULATOR_CHECKS) or []:
+            checked = SimulatorCheck.model_validate(check)
+            _append_keys(sc, keys)
+            sc["simulator"].append(checked.simulator)
+            sc["check_name"].append(checked.check)
+            sc["method"].append(checked.method)
+            sc["passed"].append(checked.passed)
+            sc["detail"].append(checked.detail)
+
     return {
         ROLLOUTS.name: _build(ROLLOUTS.schema, r, ROLLOUTS.name),
         ROLLOUT_ATTEMPTS.name: _build(ROLLOUT_ATTEMPTS.schema, a, ROLLOUT_ATTEMPTS.name),
         MESSAGES.name: _build(MESSAGES.schema, m, MESSAGES.name),
         TOOL_CALLS.name: _build(TOOL_CALLS.schema, tc, TOOL_CALLS.name),
         STATE_DIFFS.name: _build(STATE_DIFFS.schema, sd, STATE_DIFFS.name),
+        SIMULATOR_CHECKS.name: _build(SIMULATOR_CHECKS.schema, sc, SIMULATOR_CHECKS.name),
     }
 
 

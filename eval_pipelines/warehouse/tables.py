@@ -230,6 +230,29 @@ STATE_DIFFS = TableSpec(
     ),
 )
 
+SIMULATOR_CHECKS = TableSpec(
+    name="simulator_checks",
+    doc="One row per check that a rollout's simulator (an NPC, a simulated user) stayed on script; only rollouts in "
+    "which a simulator spoke have rows. A failed check makes the rollout a `simulator_off_script` error.",
+    partition_by=_BY_MODEL_SCENARIO,
+    columns=(
+        _c("sweep_id", _S, "Sweep that launched the rollout."),
+        _c("rollout_id", _S, "Rollout checked."),
+        _c("task_id", _S, "Task id within the scenario."),
+        _c("model_name", _S, "The model's name in the sweep config."),
+        _c("simulator", _S, "`user` (the simulated user) or `npc:<profile_id>`."),
+        _c(
+            "check_name",
+            _S,
+            "`secret_only_when_asked`, `ended_on_its_conditions`, `stayed_in_character` or "
+            "`followed_its_instructions`.",
+        ),
+        _c("method", _S, "`deterministic` (code over the transcript) or `judge` (the judge model read it)."),
+        _c("passed", _BOOL, "True when the simulator stayed on script for this check."),
+        _c("detail", _S, "What went wrong, or the judge's reason; empty for a plain pass."),
+    ),
+)
+
 VERIFICATIONS = TableSpec(
     name="verifications",
     doc="One row per verifier run on a rollout. Re-verification appends rows with a newer `verified_at`.",
@@ -367,6 +390,7 @@ TABLE_SPECS: dict[str, TableSpec] = {
         MESSAGES,
         TOOL_CALLS,
         STATE_DIFFS,
+        SIMULATOR_CHECKS,
         VERIFICATIONS,
         JUDGEMENTS,
         SYNTHETIC_ROWS,
