@@ -50,6 +50,7 @@ from eval_pipelines.warehouse.metrics.stats import (
     t975_sql,
 )
 from eval_pipelines.warehouse.metrics.verifier_versions import VERIFIER_VERSION_PASS_RATES
+from eval_pipelines.warehouse.simulator_fidelity import SIMULATOR_FIDELITY_VIEWS
 from eval_pipelines.warehouse.views import MetricView
 
 #: In dependency order: each view may read the base tables and the views before it.
@@ -72,6 +73,7 @@ METRIC_VIEWS: tuple[MetricView, ...] = (
     RUBRIC_VERIFIER_AGREEMENT,
     *JUDGE_CALIBRATION_VIEWS,
     VERIFIER_VERSION_PASS_RATES,
+    *SIMULATOR_FIDELITY_VIEWS,
     # Last: the benchmarks' own metrics read `rollout_scores` and the tables.
     *BENCHMARK_VIEWS,
 )
