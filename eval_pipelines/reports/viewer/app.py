@@ -22,6 +22,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from eval_pipelines.reports.data import UNKNOWN_COST, ReportError
+from eval_pipelines.reports.judges import flag_text
+from eval_pipelines.reports.viewer.judges import calibration, judge_anchor, judge_flag
 from eval_pipelines.reports.viewer.queries import (
     DEFAULT_PER_PAGE,
     ERROR_CLASSES,
@@ -110,6 +112,9 @@ def _environment() -> Environment:
         OUTCOMES=OUTCOMES,
         ERROR_CLASSES=ERROR_CLASSES,
         FLAGS=FLAGS,
+        judge_flag=judge_flag,
+        judge_anchor=judge_anchor,
+        flag_text=flag_text,
     )
     env.filters.update(rate=_rate, usd=_usd, seconds=_seconds, num=_number, ts=_timestamp)
     return env
@@ -138,7 +143,14 @@ def create_app(db: Path | ViewerCatalog) -> FastAPI:
             matrix=snapshot.matrix(shown),
             shown=shown,
             has_benchmarks=snapshot.has_benchmark_rollouts(shown),
+            judges=calibration(snapshot, shown),
         )
+
+    @app.get("/judges", response_class=HTMLResponse)
+    def judges(request: Request) -> HTMLResponse:
+        snapshot = catalog.snapshot()
+        shown = snapshot.sweep(param(request.query_params, "sweep"))
+        return page("judges.html", sweep_id=shown, judges=calibration(snapshot, shown))
 
     @app.get("/parity", response_class=HTMLResponse)
     def parity(request: Request) -> HTMLResponse:
@@ -168,7 +180,13 @@ def create_app(db: Path | ViewerCatalog) -> FastAPI:
         detail = snapshot.rollout(rollout_id)
         row = detail.row
         peers = snapshot.compare(row["sweep_id"], row["task_id"], row["scenario_id"], [], [])
-        return page("rollout.html", d=detail, r=row, peers=[m for m in peers.models if m[0] != row["model_name"]])
+        return page(
+            "rollout.html",
+            d=detail,
+            r=row,
+            peers=[m for m in peers.models if m[0] != row["model_name"]],
+            judge_flags=calibration(snapshot, row["sweep_id"]).flags(row["scenario_id"]),
+        )
 
     @app.get("/compare", response_class=HTMLResponse)
     def compare(request: Request) -> HTMLResponse:
