@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from eval_pipelines.reports.judges import JudgeCalibration, load_judge_calibration
 from eval_pipelines.warehouse.catalog import connect_read_only
 
 SIMULATED_SUFFIX = " (simulated)"
@@ -49,6 +50,8 @@ class ReportData:
     tasks: list[dict[str, Any]]
     #: model_comparison rows, one per unordered pair, oriented so that diff >= 0 (A is the better model).
     comparisons: list[dict[str, Any]]
+    #: judge_calibration rows (flagged judges first) and each judge's disagreeing rollouts.
+    judges: JudgeCalibration = field(default_factory=JudgeCalibration)
 
     @property
     def scenarios(self) -> list[str]:
@@ -122,6 +125,7 @@ def load_report_data(duckdb_path: Path, sweep_id: str | None = None) -> ReportDa
                 "order by scenario_id, diff desc, model_a, model_b",
                 [sweep],
             ),
+            judges=load_judge_calibration(con, sweep),
         )
     finally:
         con.close()
