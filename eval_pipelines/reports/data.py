@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,7 @@ def load_report_data(duckdb_path: Path, sweep_id: str | None = None) -> ReportDa
         if not groups:
             raise ReportError(f"sweep {sweep!r} has no rollouts")
         _add_malformed_output_counts(con, sweep, groups)
+        add_simulator_error_counts(con, sweep, groups)
         return ReportData(
             sweep_id=sweep,
             groups=groups,
@@ -158,6 +160,28 @@ def _add_malformed_output_counts(con: duckdb.DuckDBPyConnection, sweep: str, gro
         group["bad_arguments"] = int(found.get("bad_arguments") or 0)
 
 
+def add_simulator_error_counts(con: duckdb.DuckDBPyConnection, sweep: str, groups: list[dict[str, Any]]) -> None:
+    """Per scenario x model: the errors that are simulators gone off script (`simulator_fidelity`), shown within
+    the error count, so a reader sees how much of it the NPCs and simulated users caused."""
+    try:
+        rows = _rows(
+            con,
+            "select scenario_id, model_name, n_simulator_errors from simulator_fidelity where sweep_id = ?",
+            [sweep],
+        )
+    except duckdb.CatalogException:  # a catalog built before the view existed
+        rows = []
+    counts = {(row["scenario_id"], row["model_name"]): int(row["n_simulator_errors"] or 0) for row in rows}
+    for group in groups:
+        group["simulator_errors"] = counts.get((group["scenario_id"], group["model_name"]), 0)
+
+
+def simulator_error_note(row: Mapping[str, Any]) -> str:
+    """'; k simulator off script' inside an error count's parentheses, or '' when no simulator strayed."""
+    count = row.get("simulator_errors") or 0
+    return f"; {count} simulator off script" if count else ""
+
+
 def pass_rate_rows(duckdb_path: Path, sweep_id: str | None = None) -> tuple[str | None, list[dict[str, Any]]]:
     """(sweep, scenario_model_metrics rows) without the rest of a report, for the Dagster metadata.
 
@@ -171,6 +195,7 @@ def pass_rate_rows(duckdb_path: Path, sweep_id: str | None = None) -> tuple[str 
         rows = _rows(
             con, "select * from scenario_model_metrics where sweep_id = ? order by scenario_id, model_name", [sweep]
         )
+        add_simulator_error_counts(con, sweep, rows)
         return sweep, rows
     finally:
         con.close()
