@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eval_pipelines.pipeline.summary import markdown_table
-from eval_pipelines.reports.data import UNKNOWN_COST, ReportData, model_label
+from eval_pipelines.reports.data import UNKNOWN_COST, ReportData, model_label, simulator_error_note
 from eval_pipelines.reports.judge_section import calibration_html
 from eval_pipelines.reports.judges import calibration_html
 from eval_pipelines.reports.viewer.links import rollouts_link
@@ -124,7 +124,7 @@ def _group_rows(data: ReportData) -> list[list[str]]:
 def _errors(row: Mapping[str, Any]) -> str:
     """Errors beside n: how many rollouts say nothing about the model, and their share."""
     n_errors = row.get("n_errors") or 0
-    return f"{n_errors} ({row['error_share']:.0%})" if n_errors else "0"
+    return f"{n_errors} ({row['error_share']:.0%}{simulator_error_note(row)})" if n_errors else "0"
 
 
 _GROUP_HEADERS = (
