@@ -336,6 +336,7 @@ def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_id: str) -> None:
     from rich.table import Table
 
     from eval_pipelines.reports import model_label
+    from eval_pipelines.reports.data import simulator_error_note
     from eval_pipelines.reports.viewer.links import rollouts_link
 
     table = Table(title=f"Pass rates: sweep {sweep_id}", caption="errors: rollouts that say nothing about the model")
@@ -348,7 +349,7 @@ def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_id: str) -> None:
         low, high = row["ci_t_low"], row["ci_t_high"]
         interval = "-" if low is None or high is None else f"{max(low, 0.0):.2f}-{min(high, 1.0):.2f}"
         n_errors = row.get("n_errors") or 0
-        errors = f"{n_errors} ({row['error_share']:.0%})" if n_errors else "0"
+        errors = f"{n_errors} ({row['error_share']:.0%}{simulator_error_note(row)})" if n_errors else "0"
         table.add_row(
             row["scenario_id"],
             model_label(row["model_name"], row["is_simulated"]),
