@@ -46,6 +46,20 @@ _DEADLINE_GRACE_SECONDS: Final = 1.0
 _SHUTDOWN_GRACE_SECONDS: Final = 10.0
 
 
+#: What a user is told when a task names MCP servers and the SDK is not installed (it is an extra).
+MCP_EXTRA_HINT: Final = "the MCP SDK is an extra: pip install 'eval_pipelines[mcp]'"
+
+
+def mcp_sdk_installed() -> bool:
+    """Whether the SDK imports (checked where a session opens, which imports it anyway)."""
+    try:
+        import mcp  # noqa: F401
+        import mcp_types  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 class McpServerSpec(BaseModel):
     """One MCP server of an environment: `url` (streamable HTTP) or `command` + `args` + `env` (stdio).
 
@@ -224,6 +238,8 @@ class McpServerConnection:
                 ready.set_exception(exc)
 
     async def open(self) -> Client:
+        if not mcp_sdk_installed():
+            raise ToolServerUnavailable(f"MCP server {self.spec.name!r}: {MCP_EXTRA_HINT}")
         self._reset_if_other_loop()
         assert self._lock is not None
         async with self._lock:

@@ -19,9 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import mcp_types
-from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
+try:
+    import mcp_types
+    from mcp.server import Server, ServerRequestContext
+    from mcp.server.stdio import stdio_server
+except ImportError as missing:  # the SDK is an extra of the package
+    raise ModuleNotFoundError(
+        f"the MCP bridge needs the MCP SDK ({missing.name} is missing): pip install 'eval_pipelines[mcp]'",
+        name=missing.name,
+    ) from missing
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse

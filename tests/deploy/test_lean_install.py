@@ -1,5 +1,6 @@
 """What an installation without the optional extras gets: the code location loads without dagster-celery (the
-`celery` extra), and neither the code location nor the CLI imports matplotlib before a chart is drawn.
+`celery` extra), and the code location, the CLI and the report work without the `postgres` and `mcp` extras and
+without any plotting library (the charts are SVG drawn by the package itself).
 
 Each check runs in a fresh interpreter: this process has long imported everything."""
 
@@ -9,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from eval_pipelines.defs.evals.executors import CELERY_EXTRA_HINT, CELERY_SWEEP_JOB, EXECUTOR_ENV
 from tests.deploy.conftest import REPO
@@ -53,16 +55,33 @@ def test_asking_for_celery_without_the_extra_refuses_to_load_and_names_the_extra
     assert CELERY_EXTRA_HINT in result.stderr and EXECUTOR_ENV in result.stderr
 
 
-def test_neither_the_code_location_nor_the_cli_imports_matplotlib_until_a_chart_is_drawn() -> None:
-    script = (
-        "import contextlib, sys\n"
+#: Makes these imports fail in the child, as where the extras (and no plotting library) are installed.
+WITHOUT_EXTRAS = (
+    "import sys\n"
+    "for name in ('matplotlib', 'PIL', 'mcp', 'mcp_types', 'dagster_postgres', 'psycopg2'):\n"
+    "    sys.modules[name] = None\n"
+)
+
+
+def test_the_code_location_the_cli_and_a_report_work_without_the_extras_or_a_plotting_library(
+    tmp_path: Path,
+) -> None:
+    script = WITHOUT_EXTRAS + (
+        "import contextlib\n"
+        "from pathlib import Path\n"
         "import eval_pipelines.definitions\n"
         "from eval_pipelines.cli import main\n"
+        "from eval_pipelines.reports import build_report\n"
+        "from tests.reports.conftest import report_attempts\n"
+        "from tests.reports.synthetic_warehouse import build\n"
         "with contextlib.redirect_stdout(sys.stderr), contextlib.suppress(SystemExit):\n"
         "    main(['--help'])\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'matplotlib', 'PIL', 'pandas'}))\n"
+        f"db = build(Path({str(tmp_path)!r}), report_attempts())\n"
+        f"files = build_report(db, Path({str(tmp_path / 'report.html')!r}))\n"
+        "print(sorted(path.name for path in files.paths))\n"
     )
     result = _python(script)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "usage: eval-pipelines" in result.stderr
-    assert result.stdout.splitlines()[-1] == "[]"
+    names = ["report.html", *(f"report_{n}.svg" for n in ("cost", "pass_hat_k", "pass_rate", "task_heatmap"))]
+    assert json.loads(result.stdout.splitlines()[-1].replace("'", '"')) == names
