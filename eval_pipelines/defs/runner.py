@@ -28,6 +28,7 @@ from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, E
 from eval_pipelines.defs.registry import assets_by_name
 from eval_pipelines.inputs.paths import dagster_config_dir, data_dir, project_dir, scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioFiles
+from eval_pipelines.inputs.sweeps import ConfigError
 from eval_pipelines.lib.sweep_control import SweepStop
 from eval_pipelines.local.services import local_evaluation_service
 from eval_pipelines.pipeline.reverification import StoredPartition
@@ -61,14 +62,36 @@ def open_instance() -> dg.DagsterInstance:
     with open(home / INSTANCE_LOCK_FILE, "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            if os.environ.get("DAGSTER_HOME"):
-                instance = dg.DagsterInstance.get()
-            else:
-                instance = dg.DagsterInstance.from_config(str(dagster_config_dir()))
+            try:
+                if os.environ.get("DAGSTER_HOME"):
+                    instance = dg.DagsterInstance.get()
+                else:
+                    instance = dg.DagsterInstance.from_config(str(dagster_config_dir()))
+            except Exception as exc:
+                _raise_for_missing_extra(exc, home if os.environ.get("DAGSTER_HOME") else dagster_config_dir())
+                raise
             instance.get_runs(limit=1)  # touches every storage, so each finishes its schema under the lock
             return instance
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+#: Dagster libraries an instance's dagster.yaml may name that are extras of this package, and the extra.
+_INSTANCE_EXTRAS = {"dagster_postgres": "postgres", "dagster_celery": "celery", "dagster_k8s": "k8s"}
+
+
+def _raise_for_missing_extra(exc: BaseException, config_dir: Path) -> None:
+    """A ConfigError naming the extra to install when opening the instance failed on a library that is one."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        name = getattr(cause, "name", None) if isinstance(cause, ImportError) else None
+        extra = _INSTANCE_EXTRAS.get((name or "").split(".")[0])
+        if extra is not None:
+            raise ConfigError(
+                f"{config_dir / 'dagster.yaml'} names {name}, which is not installed: "
+                f"pip install 'eval_pipelines[{extra}]'"
+            ) from exc
+        cause = cause.__cause__ or cause.__context__
 
 
 def _user_errors(result: dg.ExecuteInProcessResult) -> list[str]:
