@@ -13,7 +13,6 @@ from typing import Any
 from eval_pipelines.pipeline.summary import markdown_table
 from eval_pipelines.reports.data import UNKNOWN_COST, ReportData, model_label, simulator_error_note
 from eval_pipelines.reports.judge_section import calibration_html
-from eval_pipelines.reports.judges import calibration_html
 from eval_pipelines.reports.viewer.links import rollouts_link
 from eval_pipelines.warehouse.metrics import METHODS
 
@@ -305,7 +304,6 @@ def render_report_html(data: ReportData, charts: Mapping[str, bytes], *, source:
             "Heatmap of pass rate per task and model",
             "Cells show passes / scored rollouts; grey: no scored rollout.",
         ),
-        calibration_html(data.judges, data.sweep_id),
         calibration_html(data.judges, data.sweep_id),
         "<h2>Method</h2>",
         "<ul>",
