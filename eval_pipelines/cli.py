@@ -180,9 +180,12 @@ def execute_with_progress(
     )
 
     from eval_pipelines.clients.backend import SERVICE_DOWN_ERRORS
+    from eval_pipelines.lib.step_log import StepLog, sweep_log_path
 
     names = [run_name(run.sweep_id, s.scenario_id, m.name) for m, s in run.pairs]
     outcome = SweepOutcome(failures=["sweep"])
+    # Dagster's log lines and Python's warnings go to this file while the bar is drawn, not over it.
+    step_log = StepLog(sweep_log_path(data_dir(), run.sweep_id), f"eval-pipelines sweep {run.sweep_id}")
 
     def execute() -> None:
         try:
@@ -193,7 +196,7 @@ def execute_with_progress(
     worker = threading.Thread(target=execute, name="sweep", daemon=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[errors]}"))
     timing = (TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, *timing, console=console, transient=False) as progress:
+    with Progress(*columns, *timing, console=console, transient=False) as progress, step_log:
         bar = progress.add_task("rollouts", total=total, errors="")
         worker.start()
         cancelled = False
@@ -221,6 +224,8 @@ def execute_with_progress(
                 errors=f"[red]{errors} errors[/]" if errors else "",
             )
         progress.update(bar, description="stopped" if stop.requested else "done")
+    if step_log.lines:
+        console.print(f"Dagster's log of the sweep's steps (warnings, errors): {step_log.path}", soft_wrap=True)
     if stop.requested:
         outcome.stopped = stop_tally(backend, names, total)
     return outcome
