@@ -720,15 +720,54 @@ def cmd_init(args: argparse.Namespace) -> int:
     from eval_pipelines.inputs.scaffold import ScaffoldError, scaffold_project
 
     root = Path(args.directory) if args.directory else project_dir()
+    production = args.postgres or args.celery
+    # In a project that already exists, --postgres/--celery add the production files and leave the rest alone.
+    production_only = production and (root / "workspace.yaml").is_file()
     try:
-        made = scaffold_project(root, force=args.force)
+        made = scaffold_project(
+            root, force=args.force, postgres=args.postgres, celery=args.celery, production_only=production_only
+        )
     except ScaffoldError as exc:
         raise UserError(str(exc)) from None
     for path in made.written:
         print(f"wrote {path.relative_to(made.root)}")
     where = "" if made.root == Path.cwd().resolve() else f"cd {made.root} && "
+    if production:
+        print(init_production_next(made.root, celery=args.celery))
     print(f"next: {where}eval-pipelines sweep   (then `dagster dev -w workspace.yaml` for the UI)")
     return 0
+
+
+def init_production_next(root: Path, *, celery: bool) -> str:
+    """What a production project needs besides its files: the environment, and the worker command."""
+    from eval_pipelines.inputs.scaffold import CELERY_WORKER_COMMAND, CELERY_WORKER_SCRIPT
+
+    lines = [
+        "dagster.yaml now stores runs in Postgres; set, wherever Dagster or a worker runs:",
+        f"  export DAGSTER_HOME={root} DAGSTER_PG_HOST=... DAGSTER_PG_PORT=5432 DAGSTER_PG_USERNAME=... "
+        "DAGSTER_PG_PASSWORD=... DAGSTER_PG_DB=...",
+        "  dagster instance concurrency set llm_api 4   # once per database, before the first sweep",
+    ]
+    if celery:
+        lines += [
+            "Celery workers (same environment, plus the broker and a shared data folder):",
+            "  export DAGSTER_CELERY_BROKER_URL=redis://HOST:6379/0 DAGSTER_CELERY_BACKEND_URL=redis://HOST:6379/1 "
+            "EVAL_PIPELINES_DATA_DIR=/shared/eval-data",
+            f"  {CELERY_WORKER_SCRIPT}   # runs: {CELERY_WORKER_COMMAND}",
+            "  EVAL_PIPELINES_EXECUTOR=celery dagster dev -w workspace.yaml   # sweeps' schedules use the Celery job",
+        ]
+    lines.append("check it with: eval-pipelines doctor")
+    return "\n".join(lines)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """What is installed, what is running, where the data is, whether the sandbox is on; 1 when something
+    configured is missing or unreachable, or commands are not sandboxed."""
+    from eval_pipelines.local.doctor import diagnose, render
+
+    sections = diagnose()
+    print(render(sections))
+    return 0 if all(line.ok for section in sections for line in section.lines) else 1
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -811,7 +850,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.add_argument("directory", nargs="?", default=None, help="default: the project directory")
     init.add_argument("--force", action="store_true", help="replace the files it would write")
+    init.add_argument(
+        "--postgres",
+        action="store_true",
+        help="write the production dagster.yaml (runs in PostgreSQL, settings from DAGSTER_PG_*); in an existing "
+        "project only that file is written",
+    )
+    init.add_argument(
+        "--celery",
+        action="store_true",
+        help="also the Celery workers' settings and start command (celery/worker.sh); implies --postgres",
+    )
     init.set_defaults(func=cmd_init)
+    doctor = sub.add_parser(
+        "doctor", help="say what is installed, what is running, where the data is and whether the sandbox is on"
+    )
+    doctor.set_defaults(func=cmd_doctor)
     sweep = sub.add_parser("sweep", help="run a model-comparison sweep through Dagster and print pass rates")
     sweep.add_argument(
         "--config", default=None, help="a sweep config; default: sweeps/default.yaml of the project (else the built-in)"
