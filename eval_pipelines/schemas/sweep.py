@@ -57,6 +57,9 @@ CRON_MACROS_MORE_THAN_DAILY = {
 }
 #: Share of errored rollouts in one model x scenario above which a sweep is reported broken (`error_threshold`).
 DEFAULT_ERROR_THRESHOLD = 0.2
+#: The difference between two models' pass rates a sweep should be able to detect, 10 points
+#: (`detectable_difference`): the comparisons and the noise floor say how many epochs it takes.
+DEFAULT_DETECTABLE_DIFFERENCE = 0.10
 
 
 class ModelCallLimits(StrictModel):
@@ -194,6 +197,19 @@ class SweepConfig(StrictModel):
         "judgements (the models themselves are the platform's); default: the platform's own, 60 s and 8 at once",
     )
     max_cost_usd: float | None = Field(default=None, gt=0)
+    baseline_model: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the name of one of `models`: every other model is compared with it, paired by task and epoch "
+        "(CLI table, report, viewer); default: every pair of models",
+    )
+    detectable_difference: float = Field(
+        default=DEFAULT_DETECTABLE_DIFFERENCE,
+        gt=0,
+        le=1,
+        description="the difference in pass rate the sweep should be able to detect (0.10 = 10 points): the CLI's "
+        "comparison table says how many epochs (`rollout_count`) that needs",
+    )
     servers: dict[str, str] = Field(
         default_factory=dict,
         description="server name -> URL for the servers tasks reach by URL (an imported SimLab bundle's `erp-env`, "
@@ -264,6 +280,13 @@ class SweepConfig(StrictModel):
             if model.user_model is not None and model.user_model not in names:
                 raise ValueError(f"models[{index}].user_model: no model named {model.user_model!r} in this sweep")
         return models
+
+    @model_validator(mode="after")
+    def _known_baseline(self) -> SweepConfig:
+        names = [m.name for m in self.models]
+        if self.baseline_model is not None and self.baseline_model not in names:
+            raise ValueError(f"baseline_model: no model named {self.baseline_model!r} in this sweep ({names})")
+        return self
 
     @property
     def scenario_ids(self) -> list[str]:

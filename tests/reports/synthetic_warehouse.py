@@ -36,6 +36,8 @@ class Attempt:
     cost_usd: float | None = 0.01
     duration_seconds: float | None = 10.0
     created_at: datetime = T0
+    #: The rollout's epoch (rollout_index); default: its position among its partition's attempts.
+    epoch: int | None = None
 
 
 def attempts_with(
@@ -90,7 +92,7 @@ def write_warehouse(root: Path, attempts: Iterable[Attempt]) -> None:
                     "run_id": f"run-{sweep}-{model}",
                     "run_name": f"{sweep}-{scenario}-{model}",
                     "rollout_id": rollout_id,
-                    "rollout_index": i,
+                    "rollout_index": i if a.epoch is None else a.epoch,
                     "scenario_id": scenario,
                     "task_id": a.task_id,
                     "model_name": model,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from eval_pipelines.warehouse.benchmark_metrics import BENCHMARK_VIEWS
 from eval_pipelines.warehouse.judge_calibration import JUDGE_CALIBRATION_VIEWS
-from eval_pipelines.warehouse.metrics.comparison import MODEL_COMPARISON
+from eval_pipelines.warehouse.metrics.comparison import MODEL_COMPARISON, TASK_EPOCHS
 from eval_pipelines.warehouse.metrics.intervals import MODEL_METRICS, SCENARIO_MODEL_METRICS
 from eval_pipelines.warehouse.metrics.judges import (
     AGREEMENT_SELECT,
@@ -32,6 +32,7 @@ from eval_pipelines.warehouse.metrics.judges import (
     SAFETY_FLAG_SCORE,
 )
 from eval_pipelines.warehouse.metrics.methods import METHODS
+from eval_pipelines.warehouse.metrics.noise_floor import NOISE_FLOOR
 from eval_pipelines.warehouse.metrics.pass_at_k import MODEL_PASS_AT_K, PASS_AT_K, TASK_PASS_AT_K
 from eval_pipelines.warehouse.metrics.rates import PASS_RATES, TASK_METRICS, TASK_PASS_RATES, TASK_TOTALS
 from eval_pipelines.warehouse.metrics.scores import ROLLOUT_SCORES, VERIFICATIONS_LATEST
@@ -58,6 +59,7 @@ METRIC_VIEWS: tuple[MetricView, ...] = (
     VERIFICATIONS_LATEST,
     ROLLOUT_SCORES,
     TASK_TOTALS,
+    TASK_EPOCHS,
     TASK_PASS_RATES,
     PASS_RATES,
     TASK_METRICS,
@@ -66,6 +68,7 @@ METRIC_VIEWS: tuple[MetricView, ...] = (
     TASK_PASS_AT_K,
     PASS_AT_K,
     MODEL_PASS_AT_K,
+    NOISE_FLOOR,
     MODEL_COMPARISON,
     JUDGEMENTS_LATEST,
     JUDGE_SCORES_BY_MODEL,
@@ -98,6 +101,7 @@ __all__ = [
     "MODEL_COMPARISON",
     "MODEL_METRICS",
     "MODEL_PASS_AT_K",
+    "NOISE_FLOOR",
     "PASS_AT_K",
     "PASS_RATES",
     "PERMUTATION_PATTERNS",
@@ -108,6 +112,7 @@ __all__ = [
     "RUBRIC_VERIFIER_AGREEMENT",
     "SAFETY_FLAG_SCORE",
     "SCENARIO_MODEL_METRICS",
+    "TASK_EPOCHS",
     "TASK_METRICS",
     "TASK_PASS_AT_K",
     "TASK_PASS_RATES",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from eval_pipelines.warehouse.metrics.power import ALPHA, DEFAULT_DETECTABLE_DIFFERENCE, POWER, POWER_FACTOR
 from eval_pipelines.warehouse.metrics.stats import (
     BOOTSTRAP_REPLICATES,
     EXACT_PERMUTATION_MAX_TASKS,
@@ -43,4 +44,15 @@ METHODS: tuple[str, ...] = (
     f"{EXACT_PERMUTATION_MAX_TASKS}, otherwise {PERMUTATION_PATTERNS} hashed patterns with p = (1 + hits) / "
     f"{PERMUTATION_PATTERNS + 1}; |T*| >= |T| is judged with a {PERMUTATION_TOLERANCE:g} tolerance. No correction "
     "for multiple comparisons.",
+    "`model_comparison` also pairs by task and epoch (`task_epochs`: same task_id and rollout_index, both "
+    "scored): `mcnemar_p_value` is McNemar's exact test on the discordant epochs (two-sided, twice the smaller "
+    "binomial tail, at most 1). It treats epochs as independent; when a few tasks carry the difference, trust "
+    "the task-level `p_value`.",
+    f"Power (`metrics/power.py`): a difference averaged over G tasks and k epochs per task has variance "
+    "(sigma2_between + sigma2_within / k) / G. The minimum detectable difference is the true difference a "
+    f"two-sided test at alpha {ALPHA} detects with power {POWER:.0%}: `mdd` = (z(0.975) + z(0.80)) * SE = "
+    f"{POWER_FACTOR:.4f} * SE (normal approximation). `epochs_needed` is the smallest k whose mdd is at most "
+    f"{DEFAULT_DETECTABLE_DIFFERENCE} with the same tasks, NULL when sigma2_between alone is too large (more "
+    "tasks, not epochs). `noise_floor` applies the same formula with sigma2_between = 0 and the model's own "
+    "epoch-to-epoch variance on both sides: the smallest difference its noise alone allows.",
 )
