@@ -25,6 +25,9 @@ from eval_pipelines.lib.http_transport import KeepAliveTransport
 #: shard, so the fewer the cheaper; round-robin over the shards keeps each one's few connections warm.
 CONNECTIONS_PER_SHARD = 2
 
+#: Parsed request URLs a pooled client keeps (a few per rollout in flight).
+MERGED_URLS_KEPT = 4096
+
 
 @functools.cache
 def default_ssl_context() -> ssl.SSLContext:
@@ -77,6 +80,25 @@ class PooledAsyncClient(httpx.AsyncClient):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.cookies = self.cookies
+        self._merged_urls: dict[str, httpx.URL] = {}
+        self._merged_base = self._base_url
+
+    def _merge_url(self, url: httpx.URL | str) -> httpx.URL:
+        # A rollout asks the same few URLs again and again (its model endpoint, its workspace's step route), and
+        # parsing a URL was the largest part of building a request. httpx URLs are immutable, so one can be
+        # handed out twice. The cache is emptied when full rather than kept in order: it refills in a few calls.
+        if not isinstance(url, str):
+            return super()._merge_url(url)
+        if self._merged_base is not self._base_url:  # merged with another base URL
+            self._merged_urls.clear()
+            self._merged_base = self._base_url
+        merged = self._merged_urls.get(url)
+        if merged is None:
+            merged = super()._merge_url(url)
+            if len(self._merged_urls) >= MERGED_URLS_KEPT:
+                self._merged_urls.clear()
+            self._merged_urls[url] = merged
+        return merged
 
     async def send(
         self,

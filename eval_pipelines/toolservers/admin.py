@@ -149,7 +149,7 @@ class ToolServerAdmin:
         """The workspace's state (collection -> id -> item)."""
         url = tool_server_url.rstrip("/")
         # The state alone: the rendering for people is the server's work, and nobody here reads it.
-        body = await self._request("GET", f"{url}/snapshot", "snapshot", url, params={"text": "false"})
+        body = await self._request("GET", f"{url}/snapshot?text=false", "snapshot", url)
         state = body.get("state") if isinstance(body, dict) else None
         if not isinstance(state, dict):
             raise WorkspaceError(f"tool server {url}: snapshot has no 'state' object", server_url=url)

@@ -170,3 +170,30 @@ async def test_a_streamed_response_is_left_unread_and_a_plain_one_read(echo: Bac
         assert read.is_stream_consumed and read.json() == {"ok": "yes"}
     finally:
         await client.aclose()
+
+
+async def test_request_urls_are_parsed_once_and_follow_the_base_url(
+    echo: BackgroundServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eval_pipelines.lib import http_pool
+
+    client = pooled_client(4, timeout=5.0)
+    try:
+        url = f"{echo.url}/ping?x=1"
+        first = client.build_request("GET", url).url
+        again = client.build_request("GET", url).url
+        assert first == httpx.URL(url) and again == first
+        assert client._merged_urls[url] is client._merge_url(url)
+        assert (await client.get(url)).json() == {"ok": "yes"}
+
+        client.base_url = httpx.URL(f"{echo.url}/api/")
+        assert client.build_request("GET", "ping").url == httpx.URL(f"{echo.url}/api/ping")
+        client.base_url = httpx.URL(f"{echo.url}/other/")
+        assert client.build_request("GET", "ping").url == httpx.URL(f"{echo.url}/other/ping")
+
+        monkeypatch.setattr(http_pool, "MERGED_URLS_KEPT", 3)
+        for i in range(10):
+            assert client.build_request("GET", f"/p{i}").url == httpx.URL(f"{echo.url}/other/p{i}")
+        assert len(client._merged_urls) <= 3
+    finally:
+        await client.aclose()
