@@ -645,12 +645,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb
 
     from eval_pipelines.pipeline.summary import markdown_table
-    from eval_pipelines.warehouse.catalog import connect_read_only
 
     path = Path(args.db) if args.db else data_dir() / "eval.duckdb"
     if not path.is_file():
         raise UserError(f"{path}: no catalog yet; run `eval-pipelines sweep` first")
-    con = connect_read_only(path)
+    # What `warehouse.catalog.connect_read_only` does, without importing the catalog builder (Arrow, NumPy).
+    con = duckdb.connect(str(path.resolve()), read_only=True)
     try:
         cursor = con.execute(args.query)
         names = [d[0] for d in cursor.description or []]
