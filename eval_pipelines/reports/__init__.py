@@ -1,9 +1,32 @@
-"""Reports people can look at: a self-contained HTML page with PNG charts, and the pass-rate summary that the
-Dagster layer attaches to the eval_catalog materialisation. Reads the DuckDB catalog only."""
+"""Reports people can look at: a self-contained HTML page with its charts, and the pass-rate summary that the
+Dagster layer attaches to the eval_catalog materialisation. Reads the DuckDB catalog only.
 
-from eval_pipelines.reports.build import CHARTS, PassRateSummary, ReportFiles, build_report, pass_rate_summary
-from eval_pipelines.reports.data import ReportData, ReportError, load_report_data, model_label
-from eval_pipelines.reports.html import pass_rate_markdown
+The names below load on first use (PEP 562), so importing a submodule (`reports.viewer.links`, which the CLI
+reads for its defaults) does not import DuckDB, Arrow and NumPy with the report builder.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eval_pipelines.reports.build import CHARTS, PassRateSummary, ReportFiles, build_report, pass_rate_summary
+    from eval_pipelines.reports.data import ReportData, ReportError, load_report_data, model_label
+    from eval_pipelines.reports.html import pass_rate_markdown
+
+_HOMES = {
+    "CHARTS": "build",
+    "PassRateSummary": "build",
+    "ReportFiles": "build",
+    "build_report": "build",
+    "pass_rate_summary": "build",
+    "ReportData": "data",
+    "ReportError": "data",
+    "load_report_data": "data",
+    "model_label": "data",
+    "pass_rate_markdown": "html",
+}
 
 __all__ = [
     "CHARTS",
@@ -17,3 +40,12 @@ __all__ = [
     "pass_rate_markdown",
     "pass_rate_summary",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
