@@ -9,6 +9,7 @@ from typing import Any
 
 import duckdb
 
+from eval_pipelines.reports.comparisons import baseline_for, comparison_rows, noise_floor_rows
 from eval_pipelines.reports.judges import JudgeCalibration, load_judge_calibration
 from eval_pipelines.warehouse.catalog import connect_read_only
 
@@ -49,10 +50,15 @@ class ReportData:
     pass_at_k: list[dict[str, Any]]
     #: task_metrics rows, by scenario, task, model.
     tasks: list[dict[str, Any]]
-    #: model_comparison rows, one per unordered pair, oriented so that diff >= 0 (A is the better model).
+    #: model_comparison rows: each model against the sweep's baseline_model (B) when it names one, else one per
+    #: unordered pair, oriented so that diff >= 0 (A is the better model).
     comparisons: list[dict[str, Any]]
     #: judge_calibration rows (flagged judges first) and each judge's disagreeing rollouts.
     judges: JudgeCalibration = field(default_factory=JudgeCalibration)
+    #: The sweep config's baseline_model, when it names one (every comparison is then against it).
+    baseline: str | None = None
+    #: noise_floor rows, by scenario then model.
+    noise_floor: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def scenarios(self) -> list[str]:
@@ -111,6 +117,7 @@ def load_report_data(duckdb_path: Path, sweep_id: str | None = None) -> ReportDa
             raise ReportError(f"sweep {sweep!r} has no rollouts")
         _add_malformed_output_counts(con, sweep, groups)
         add_simulator_error_counts(con, sweep, groups)
+        baseline = baseline_for(sweep)
         return ReportData(
             sweep_id=sweep,
             groups=groups,
@@ -121,12 +128,9 @@ def load_report_data(duckdb_path: Path, sweep_id: str | None = None) -> ReportDa
             tasks=_rows(
                 con, "select * from task_metrics where sweep_id = ? order by scenario_id, task_id, model_name", [sweep]
             ),
-            comparisons=_rows(
-                con,
-                "select * from model_comparison where sweep_id = ? and (diff > 0 or (diff = 0 and model_a < model_b)) "
-                "order by scenario_id, diff desc, model_a, model_b",
-                [sweep],
-            ),
+            comparisons=comparison_rows(con, sweep, baseline),
+            baseline=baseline,
+            noise_floor=noise_floor_rows(con, sweep),
             judges=load_judge_calibration(con, sweep),
         )
     finally:

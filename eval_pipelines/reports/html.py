@@ -30,6 +30,8 @@ figure { margin: 1rem 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eef0f4; }
 figcaption { color: #5b6475; font-size: 0.85rem; }
 table { border-collapse: collapse; font-size: 0.85rem; margin: 0.8rem 0; }
+/* A table wider than the page (the per-group table has 17 columns) scrolls in its own box, not the page. */
+table { display: block; max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid #dde1e8; padding: 0.25rem 0.55rem; text-align: right; }
 td { white-space: nowrap; }
 th { background: #f4f6f9; }
@@ -174,9 +176,31 @@ def _comparison_rows(data: ReportData) -> list[list[str]]:
             _fmt(row["diff"]),
             _interval(row["ci_low"], row["ci_high"]),
             _fmt(row["p_value"], 4),
+            _fmt(row["mcnemar_p_value"], 4),
+            f"{row['a_only_passes']} / {row['b_only_passes']}",
+            _fmt(row["mdd"]),
+            _fmt(row["epochs_needed"]),
             f"{row['tasks_a_better']} / {row['tasks_b_better']}",
         ]
         for row in data.comparisons
+    ]
+
+
+def _noise_floor_rows(data: ReportData) -> list[list[str]]:
+    return [
+        [
+            row["scenario_id"],
+            model_label(row["model_name"], row["is_simulated"]),
+            _fmt(row["n_tasks"]),
+            _fmt(row["epochs"]),
+            _fmt(row["flip_rate"]),
+            f"{row['n_unstable_tasks']} / {row['n_repeated_tasks']}",
+            _fmt(row["pass_at_k"]),
+            _fmt(row["pass_hat_k"]),
+            _fmt(row["mdd"]),
+            _fmt(row["epochs_needed"]),
+        ]
+        for row in data.noise_floor
     ]
 
 
@@ -262,7 +286,15 @@ def render_report_html(data: ReportData, charts: Mapping[str, bytes], *, source:
         ),
         "<h2>Model comparisons</h2>",
         "<p>Paired by task. diff = A - B in mean task pass rate; CI from a paired task bootstrap; p from a two-sided "
-        "sign-flip permutation test. Each pair is listed once, better model first.</p>",
+        "sign-flip permutation test over tasks; McNemar p from the epochs paired by task and epoch (A-only / B-only: "
+        "the discordant epochs). MDD: the smallest difference this sweep detects with 80% power (alpha 0.05); a diff "
+        "below it is not evidence of no difference. Epochs for 10 pts: rollouts per task that would detect a "
+        "10-point difference with these tasks (- when more epochs cannot: add tasks). "
+        + (
+            f"Every model against the baseline <code>{html.escape(data.baseline)}</code> (B).</p>"
+            if data.baseline
+            else "Each pair is listed once, better model first.</p>"
+        ),
         _table(
             (
                 "scenario",
@@ -274,6 +306,10 @@ def render_report_html(data: ReportData, charts: Mapping[str, bytes], *, source:
                 "diff",
                 "95% CI",
                 "p",
+                "McNemar p",
+                "A-only / B-only epochs",
+                "MDD",
+                "epochs for 10 pts",
                 "tasks A / B better",
             ),
             _comparison_rows(data),
@@ -281,6 +317,26 @@ def render_report_html(data: ReportData, charts: Mapping[str, bytes], *, source:
         )
         if data.comparisons
         else "<p>Only one model ran: nothing to compare.</p>",
+        "<h2>Noise floor</h2>",
+        "<p>How often a task's verdict flips between two identical epochs, pass@k beside pass^k at the sweep's "
+        "epochs, and the smallest difference from an equally noisy model this noise alone lets the sweep detect "
+        "(MDD floor), with the epochs per task a 10-point difference needs.</p>",
+        _table(
+            (
+                "scenario",
+                "model",
+                "tasks",
+                "epochs (k)",
+                "flip rate",
+                "unstable / repeated tasks",
+                "pass@k",
+                "pass^k",
+                "MDD floor",
+                "epochs for 10 pts",
+            ),
+            _noise_floor_rows(data),
+            text_columns=2,
+        ),
         "<h2>Reliability: pass^k</h2>",
         _figure(
             "chart-pass-hat-k",
