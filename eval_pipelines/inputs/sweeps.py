@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from eval_pipelines.inputs.paths import sweeps_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles, partition_key
+from eval_pipelines.lib.suggest import did_you_mean
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.scenarios import SimulatedUserSpec
 from eval_pipelines.schemas.sweep import (
@@ -130,6 +131,13 @@ def run_name(sweep_id: str, scenario_id: str, model_name: str) -> str:
     return f"{sweep_id}.{partition_key(scenario_id)}.{model_name}"
 
 
+def unknown_scenario_hint(value: str, catalog: ScenarioCatalog) -> str:
+    """The "did you mean" clause for a scenario id the catalog does not know: the closest ids and families (a
+    family alone names its newest version)."""
+    ids = catalog.ids()
+    return did_you_mean(value, [*ids, *{i.partition(":")[0] for i in ids}])
+
+
 def includes_scenario(sweep: SweepConfig, scenario_key: str) -> bool:
     """Whether the sweep runs the scenario of partition key `scenario_key`; `*` covers every one but a benchmark."""
     ids = sweep.scenario_ids
@@ -166,6 +174,7 @@ def sweep_scenarios(
         except KeyError:
             raise ConfigError(
                 f"{source}: scenarios[{index}]: unknown scenario {scenario_id!r}; known: {catalog.ids()}"
+                f"{unknown_scenario_hint(scenario_id, catalog)}"
             ) from None
         chosen[files.scenario_id] = files
     if not runnable_only:
