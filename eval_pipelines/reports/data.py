@@ -9,6 +9,7 @@ from typing import Any
 
 import duckdb
 
+from eval_pipelines.lib.suggest import did_you_mean
 from eval_pipelines.reports.comparisons import baseline_for, comparison_rows, noise_floor_rows
 from eval_pipelines.reports.judges import JudgeCalibration, load_judge_calibration
 from eval_pipelines.warehouse.catalog import connect_read_only
@@ -92,7 +93,7 @@ def resolve_sweep(con: duckdb.DuckDBPyConnection, sweep_id: str | None) -> str:
         return latest
     known = [str(r[0]) for r in con.execute(_SWEEPS).fetchall()]
     if sweep_id not in known:
-        raise ReportError(f"unknown sweep {sweep_id!r}; sweeps in the catalog: {known}")
+        raise ReportError(f"unknown sweep {sweep_id!r}; sweeps in the catalog: {known}{did_you_mean(sweep_id, known)}")
     return sweep_id
 
 
