@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from eval_pipelines.lib.suggest import did_you_mean
 from eval_pipelines.reports.export.output import ExportError
 from eval_pipelines.warehouse.metrics import ROLLOUT_SCORES, VERIFICATIONS_LATEST
 
@@ -236,8 +237,14 @@ def select_groups(
     asked = ", ".join(
         f"{name} {value!r}" for name, value in (("model", model_name), ("scenario", scenario_id)) if value
     )
+    hints = "".join(
+        did_you_mean(value, known_values or [])
+        for value, known_values in ((model_name, models), (scenario_id, scenarios))
+        if value
+    )
     raise ExportError(
         f"sweep {sweep!r} has no rollouts of {asked}; its models: {models or []}, its scenarios: {scenarios or []}"
+        f"{hints}"
     )
 
 
