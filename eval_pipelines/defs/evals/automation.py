@@ -31,6 +31,7 @@ from eval_pipelines.inputs.sweeps import (
     sweep_scenarios,
 )
 from eval_pipelines.pipeline.reverification import stale_partitions, verifier_versions
+from eval_pipelines.pipeline.schedule_pace import RunSpan, last_sweep_seconds, pace_warning
 from eval_pipelines.schemas.sweep import SweepConfig
 from eval_pipelines.warehouse.store import Warehouse
 
@@ -46,6 +47,8 @@ _IN_FLIGHT = [
     dg.DagsterRunStatus.STARTING,
     dg.DagsterRunStatus.STARTED,
 ]
+#: Runs of a sweep a schedule's tick reads to tell whether its cron fires faster than its runs finish.
+PACE_RUNS_READ = 500
 
 
 def sensor_interval_seconds() -> int:
@@ -134,9 +137,32 @@ def _schedule_for(sweep: SweepConfig, job: dg.UnresolvedAssetJobDefinition) -> d
         except ConfigError as exc:
             return dg.SkipReason(str(exc))
         register_partitions(context.instance, keys)
+        warning = schedule_pace_warning(context.instance, current)
+        if warning is not None:
+            context.log.warning(warning)
         return sweep_run_requests(current, scheduled_sweep_id(current, context.scheduled_execution_time), keys)
 
     return _schedule
+
+
+def schedule_pace_warning(instance: dg.DagsterInstance, sweep: SweepConfig) -> str | None:
+    """The warning a tick of `sweep`'s schedule logs when its cron fires faster than its runs finish: runs of
+    earlier ticks still queued or running, or a last sweep (its runs' first start to last end) longer than the
+    cron's shortest interval (`pipeline/schedule_pace.py`). None when neither holds."""
+    if sweep.cron is None:
+        return None
+    records = instance.get_run_records(filters=dg.RunsFilter(tags={SWEEP_TAG: sweep.name}), limit=PACE_RUNS_READ)
+    spans = []
+    unfinished = 0
+    for record in records:
+        sweep_id = record.dagster_run.tags.get(SWEEP_ID_TAG)
+        running = record.dagster_run.status in _IN_FLIGHT
+        unfinished += running
+        if sweep_id is not None and (running or record.end_time is not None):
+            spans.append(RunSpan(sweep_id, record.start_time, None if running else record.end_time))
+    return pace_warning(
+        sweep.name, sweep.cron, last_sweep_seconds=last_sweep_seconds(spans), unfinished_runs=unfinished
+    )
 
 
 def build_schedules(job: dg.UnresolvedAssetJobDefinition = sweep_job) -> list[dg.ScheduleDefinition]:
