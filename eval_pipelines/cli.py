@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,14 +33,17 @@ from eval_pipelines.inputs.sweeps import (
     selected_task_ids,
     sweep_notices,
     sweep_scenarios,
+    unknown_scenario_hint,
     user_model_for,
 )
 from eval_pipelines.lib.confine import make_undumpable
 from eval_pipelines.lib.redact import install_log_redaction
+from eval_pipelines.lib.suggest import SuggestingArgumentParser, did_you_mean
 from eval_pipelines.lib.sweep_control import StopTally, SweepLock, SweepLocked, SweepStop, stop_on_signals
 from eval_pipelines.reports.viewer.links import DEFAULT_HOST as VIEWER_HOST
 from eval_pipelines.reports.viewer.links import DEFAULT_PORT as VIEWER_PORT
 from eval_pipelines.schemas.sweep import SweepConfig
+from eval_pipelines.schemas.taskgen import DEFAULT_NUM_TASKS
 
 if TYPE_CHECKING:  # the CLI imports Dagster (through the runner) only when a sweep runs
     from rich.console import Console
@@ -100,10 +104,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         # Signals first: every thread and process the sweep starts (the embedded service's too) inherits them.
         with stop_on_signals(stop), SweepLock(data_dir(), run.sweep_id), held:
             backend = sweep_backend(args, held)
+            started = time.monotonic()
             outcome = execute_with_progress(run, backend, total, stop, console)
+            elapsed = time.monotonic() - started
     except SweepLocked as locked:
         raise UserError(str(locked)) from None
-    return report_sweep(run, outcome, stop, console)
+    code = report_sweep(run, outcome, stop, console)
+    if stop.signum is None:
+        warn_schedule_pace(sweep, elapsed, console)
+    return code
+
+
+def warn_schedule_pace(sweep: SweepConfig, seconds: float, console: Console) -> None:
+    """Warn when the sweep's cron fires more often than this sweep took: under the daemon its ticks would queue
+    runs faster than they finish (the schedule's tick logs the same from the runs it sees)."""
+    from eval_pipelines.pipeline.schedule_pace import pace_warning
+
+    warning = pace_warning(sweep.name, sweep.cron, last_sweep_seconds=seconds) if sweep.cron else None
+    if warning is not None:
+        console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
 
 
 def checked_scenarios(sweep: SweepConfig, catalog: ScenarioCatalog, config_path: Path) -> list[ScenarioFiles]:
@@ -400,7 +419,10 @@ def cmd_reverify(args: argparse.Namespace) -> int:
     warehouse = Warehouse(data_dir() / "warehouse")
     found = stored_partitions(warehouse, catalog, scenario_ids=scenario_ids, sweep_id=args.sweep)
     if args.sweep is not None and not found and args.sweep not in (known := stored_sweep_ids(warehouse)):
-        raise UserError(f"--sweep: no stored rollouts of sweep {args.sweep!r}; sweeps in the warehouse: {known}")
+        raise UserError(
+            f"--sweep: no stored rollouts of sweep {args.sweep!r}; sweeps in the warehouse: {known}"
+            f"{did_you_mean(args.sweep, known)}"
+        )
     selected = found if args.all else [p for p in found if p.stale]
     if not selected:
         of_sweep = f" of sweep {args.sweep}" if args.sweep else ""
@@ -447,7 +469,10 @@ def known_scenario_ids(requested: Sequence[str], catalog: ScenarioCatalog) -> li
         try:
             ids.append(catalog.get(raw).scenario_id)
         except KeyError:
-            raise UserError(f"--scenario: unknown scenario {raw!r}; known scenarios: {catalog.ids()}") from None
+            raise UserError(
+                f"--scenario: unknown scenario {raw!r}; known scenarios: {catalog.ids()}"
+                f"{unknown_scenario_hint(raw, catalog)}"
+            ) from None
     return sorted(set(ids))
 
 
@@ -623,12 +648,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_tasks(args: argparse.Namespace) -> int:
     """Each task of the scenarios named (default: every one but the materialised benchmarks): runnable, or why not."""
     catalog = ScenarioCatalog()
-    try:
-        scenarios = (
-            [catalog.get(s) for s in args.scenario] if args.scenario else [s for s in catalog.all() if not s.benchmark]
-        )
-    except KeyError as exc:
-        raise UserError(f"unknown scenario {exc}; known: {catalog.ids()}") from None
+    scenarios = [s for s in catalog.all() if not s.benchmark] if not args.scenario else []
+    for raw in args.scenario:
+        try:
+            scenarios.append(catalog.get(raw))
+        except KeyError:
+            raise UserError(
+                f"unknown scenario {raw!r}; known: {catalog.ids()}{unknown_scenario_hint(raw, catalog)}"
+            ) from None
     for scenario in scenarios:
         tasks = list(scenario.tasks().values())
         unrunnable = [t for t in tasks if t.unrunnable_reason]
@@ -837,7 +864,9 @@ def cmd_benchmarks(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="eval-pipelines", description=__doc__.splitlines()[0])
+    # Every option has its help text (tests/test_cli_manners.py walks the tree), and a mistyped command or choice
+    # is answered with the closest one.
+    parser = SuggestingArgumentParser(prog="eval-pipelines", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--project-dir",
         default=None,
@@ -904,9 +933,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reverify.set_defaults(func=cmd_reverify)
     sql = sub.add_parser("sql", help="run a read-only SQL query against data/eval.duckdb")
-    sql.add_argument("query")
-    sql.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
-    sql.add_argument("--db", default=None)
+    sql.add_argument("query", help="the SQL to run, e.g. 'select * from pass_rates' (the catalog is opened read-only)")
+    sql.add_argument(
+        "--format", choices=("markdown", "csv", "json"), default="markdown", help="output format (default: markdown)"
+    )
+    sql.add_argument("--db", default=None, help="catalog to read; default: data/eval.duckdb")
     sql.set_defaults(func=cmd_sql)
     report = sub.add_parser("report", help="write a self-contained HTML report with SVG charts for one sweep")
     report.add_argument("--sweep", default=None, help="sweep id; default: the most recently started sweep")
@@ -918,7 +949,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="export one sweep's results: Inspect AI logs, OpenAI chat-format JSONL, Parquet tables, ATIF "
         "trajectories, or SimLab run folders",
     )
-    export.add_argument("--format", required=True, choices=("inspect", "jsonl", "parquet", "atif", "simlab"))
+    export.add_argument(
+        "--format",
+        required=True,
+        choices=("inspect", "jsonl", "parquet", "atif", "simlab"),
+        help="inspect: Inspect AI eval logs; jsonl: OpenAI chat-format JSONL; parquet: the tables' rows; atif: ATIF "
+        "trajectories; simlab: SimLab run folders",
+    )
     export.add_argument("--sweep", default=None, help="sweep id; default: the most recently started sweep")
     export.add_argument("--model", default=None, help="only this model (its name in the sweep config)")
     export.add_argument("--scenario", default=None, help="only this scenario id, e.g. email_ops:1.0.0")
@@ -938,7 +975,7 @@ def build_parser() -> argparse.ArgumentParser:
     view = sub.add_parser(
         "view", help="serve a web viewer of the results: pass-rate matrix, every rollout, two models side by side"
     )
-    view.add_argument("--port", type=int, default=VIEWER_PORT)
+    view.add_argument("--port", type=int, default=VIEWER_PORT, help=f"port to listen on (default: {VIEWER_PORT})")
     view.add_argument("--host", default=VIEWER_HOST, help="address to listen on; the default is this machine only")
     view.add_argument("--db", default=None, help="catalog to read; default: data/eval.duckdb")
     view.set_defaults(func=cmd_view)
@@ -971,14 +1008,20 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--toolset", help="JSON file: a list of tools, or a tool server's {'tools': [...]} listing")
     source.add_argument("--tool-server-url", help="read the toolset from a running tool server's /tools")
     generate.add_argument("--scenario-id", required=True, help="id of the new scenario, e.g. 'calendar_gen:1.0.0'")
-    generate.add_argument("--num-tasks", type=int, default=None)
-    generate.add_argument("--preset", default=None)
+    generate.add_argument(
+        "--num-tasks", type=int, default=None, help=f"how many tasks to generate (default: {DEFAULT_NUM_TASKS})"
+    )
+    generate.add_argument(
+        "--preset", default=None, help="a built-in preset: the agent, scenario and workflows the tasks exercise"
+    )
     generate.add_argument("--model", default=None, help="'schema' forces the deterministic generator")
-    generate.add_argument("--seed", type=int, default=None)
-    generate.add_argument("--overwrite", action="store_true")
+    generate.add_argument("--seed", type=int, default=None, help="seed of the generator's choices, for repeatable runs")
+    generate.add_argument("--overwrite", action="store_true", help="replace a scenario of the same id")
     generate.set_defaults(func=cmd_generate_tasks)
     serve = sub.add_parser("serve", help="run a local service: eval-service (spec 000) or platform (spec 002)")
-    serve.add_argument("service", choices=("eval-service", "platform"))
+    serve.add_argument(
+        "service", choices=("eval-service", "platform"), help="eval-service (spec 000) or platform (spec 002)"
+    )
     serve.add_argument("options", nargs=argparse.REMAINDER, help="the service's own options (see --help after it)")
     serve.set_defaults(func=cmd_serve)
     parity = sub.add_parser(
