@@ -47,8 +47,13 @@ def test_model_and_scenario_filters(report_catalog: Path, tmp_path: Path) -> Non
         (["--sweep", "no-such-sweep"], "unknown sweep 'no-such-sweep'"),
         (["--model", "no-such-model"], "has no rollouts of model 'no-such-model'; its models: ['gpt-real'"),
         (["--scenario", "email_ops"], "its scenarios: ['calendar:2.0.0', 'email_ops:1.0.0']"),
+        (["--model", "gpt-rael"], "its scenarios: ['calendar:2.0.0', 'email_ops:1.0.0']; did you mean 'gpt-real'?"),
+        (
+            ["--sweep", "zz-odl"],
+            "sweeps in the catalog: ['nightly-0101', 'nightly-0102', 'zz-old']; did you mean 'zz-old'?",
+        ),
     ],
-    ids=["unknown_sweep", "unknown_model", "unknown_scenario"],
+    ids=["unknown_sweep", "unknown_model", "unknown_scenario", "mistyped_model", "mistyped_sweep"],
 )
 def test_bad_input_exits_2_naming_what_exists(
     report_catalog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
