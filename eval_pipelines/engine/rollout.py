@@ -26,6 +26,7 @@ from eval_pipelines.agents.text_tool_calls import flag_text_tool_call
 from eval_pipelines.agents.tool_calling import ToolCallingAgent
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.engine.simulator_checks import off_script_cause, recorded_checks, simulator_checks
+from eval_pipelines.engine.simulator_judge import judge_checks
 from eval_pipelines.environments.base import BaseEnvironment, ToolServerUnavailable
 from eval_pipelines.environments.mcp import McpServerSpec
 from eval_pipelines.environments.unified import UnifiedEnvironment
@@ -138,6 +139,9 @@ class RolloutSpec:
     user_model_config: ModelConfig | None = None
     #: the scenario's full NPC profiles (with public_info) for the task's NPCs; default: the task's own list.
     npc_profiles: tuple[NpcProfile, ...] = ()
+    #: the judge model that reads what the rollout's NPCs and simulated user said against their instructions
+    #: (`engine/simulator_judge.py`); None: only the deterministic checks of `engine/simulator_checks.py`
+    simulator_judge_config: ModelConfig | None = None
     #: the scenario's guidance (`inputs.hosted.scenario_guidance`), which an imported SimLab task's instruction
     #: carries as SimLab's `tasks run` appends it; None: none
     scenario_guidance: str | None = None
@@ -320,7 +324,7 @@ class RolloutEngine:
                 # Verifiers read the final state; without it a "fail" would be a wrong number, not a result.
                 artifacts.set_error(snapshot_error)
                 ending = _Ending(RolloutStatus.FAILED, TerminationReason.INFRASTRUCTURE_ERROR, ErrorClass.TOOL_SERVER)
-            _record_simulator_checks(spec, artifacts, ending)
+            await self._check_simulators(spec, artifacts, ending)
 
             if ending.status == RolloutStatus.COMPLETED:
                 observer.phase(RolloutPhase.VERIFYING)
@@ -483,6 +487,19 @@ class RolloutEngine:
         if NPC_SERVER in state:
             artifacts.metadata[META_NPC_TRANSCRIPTS] = npc_transcripts(state[NPC_SERVER]["final"])
         return "; ".join(errors) or None
+
+    async def _check_simulators(self, spec: RolloutSpec, artifacts: RunArtifacts, ending: _Ending) -> None:
+        """Whether the rollout's NPCs and simulated user stayed on script, for a rollout that did not already end in
+        an error: the deterministic checks, then the judge's when the spec names a judge model. `_finish` makes a
+        stray simulator the rollout's error."""
+        if ending.error_class is not None:
+            return
+        checks = simulator_checks(spec.task, artifacts)
+        config = spec.simulator_judge_config
+        if checks and config is not None:
+            checks += await judge_checks(self.clients.for_model(config), config, spec.task, artifacts)
+        if checks:
+            artifacts.metadata[META_SIMULATOR_CHECKS] = [c.model_dump() for c in checks]
 
     async def verify(self, spec: RolloutSpec, artifacts: RunArtifacts) -> list[VerifierOutcome]:
         """Run the task's verifiers over the artifacts (and the state snapshots they carry)."""
@@ -665,16 +682,6 @@ def _finished_ending(artifacts: RunArtifacts, agent_task: asyncio.Future[None], 
     if artifacts.metadata.get(META_TERMINATION) == TerminationReason.MAX_STEPS.value:
         return _Ending(RolloutStatus.COMPLETED, TerminationReason.MAX_STEPS)
     return _Ending(RolloutStatus.COMPLETED, TerminationReason.FINAL_RESPONSE)
-
-
-def _record_simulator_checks(spec: RolloutSpec, artifacts: RunArtifacts, ending: _Ending) -> None:
-    """Whether the rollout's NPCs and simulated user stayed on script (`engine/simulator_checks.py`), for a rollout
-    that did not already end in an error; `_finish` makes a stray one the rollout's error."""
-    if ending.error_class is not None:
-        return
-    checks = simulator_checks(spec.task, artifacts)
-    if checks:
-        artifacts.metadata[META_SIMULATOR_CHECKS] = [c.model_dump() for c in checks]
 
 
 def _record_usage(artifacts: RunArtifacts, meter: UsageMeter) -> None:

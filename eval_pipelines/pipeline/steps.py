@@ -80,6 +80,9 @@ def launch_request(
     if user_model is not None:
         body["user_model_config"] = model_config_for(user_model, source=source)
         called.append(user_model)
+    if sweep.simulator_judge is not None:
+        body["simulator_judge_config"] = model_config_for(sweep.simulator_judge, source=f"{source}: simulator_judge")
+        called.append(sweep.simulator_judge)
     # A rollout calls its agent model, and the NPC model inside a tool call, one call at a time: the rollouts
     # running at once are the calls in flight to each, so a model's max_concurrency caps the run's parallelism.
     body["max_parallel"] = min([sweep.max_parallel, *(m.max_concurrency for m in called if m.max_concurrency)])

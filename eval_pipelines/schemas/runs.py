@@ -161,6 +161,9 @@ class RunLaunchRequest(StrictModel):
     max_parallel: int | None = Field(default=None, ge=1)
     run_name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_CHARS)
     user_model_config: ModelConfig | None = None
+    #: local extension: the judge model that reads what the run's NPCs and simulated users said against their
+    #: instructions (`engine/simulator_judge.py`); None: only the deterministic simulator checks.
+    simulator_judge_config: ModelConfig | None = None
     task_overrides: dict[str, TaskOverride] = Field(default_factory=dict)
     source: RunSource = RunSource.RL_GYM
     #: local extension: stop starting rollouts once the run's estimated cost reaches this (USD).

@@ -191,6 +191,12 @@ class SweepConfig(StrictModel):
         description="a model that also judges every rollout against its task's rubric (judge validity); "
         "its verdicts are compared with the verifiers, never counted in pass rates",
     )
+    simulator_judge: SweepModel | None = Field(
+        default=None,
+        description="a model that reads what every NPC and simulated user said against its instructions; a reply "
+        "that contradicts them makes the rollout a simulator_off_script error (a check labelled judge, apart from "
+        "the deterministic ones, which always run)",
+    )
     platform_judges: ModelCallLimits | None = Field(
         default=None,
         description="how the assessment platform calls its quality and safety judge models for this sweep's "

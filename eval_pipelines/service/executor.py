@@ -260,10 +260,12 @@ class RunExecutor:
         timeout_seconds: float = DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
         on_rollout_done: Callable[[Rollout], None] | None = None,
         user_model_config: ModelConfig | None = None,
+        simulator_judge_config: ModelConfig | None = None,
     ) -> Run:
         """Execute every pending rollout of the run, at most `max_parallel` at once, and return the run.
 
-        `user_model_config` plays the tasks' simulated users; the configs carry keys, so they are passed in
+        `user_model_config` plays the tasks' simulated users, `simulator_judge_config` judges whether they (and the
+        NPCs) followed their instructions; the configs carry keys, so they are passed in
         (the store holds only their key-less echo). At high `max_parallel` the rollouts are spread over
         worker processes (see service/workers.py); `on_rollout_done` still hears of every one, here.
         """
@@ -275,15 +277,18 @@ class RunExecutor:
         timeout_seconds = request.get("rollout_timeout_seconds") or timeout_seconds
         resolved = self.runtime.resolve(model_config)
         resolved_user = None if user_model_config is None else self.runtime.resolve(user_model_config)
+        judge = None if simulator_judge_config is None else self.runtime.resolve(simulator_judge_config)
         shares = split_parallel(parallel, rollout_workers(parallel, self.workers))
         # Before any worker starts: they inherit it, and each needs room for its own share's sockets.
         raise_open_files_limit(open_files_needed(max(shares)))
         if len(shares) == 1:
             await self.execute_share(
-                run, request, resolved, resolved_user, SlotPool(parallel), timeout_seconds, on_rollout_done
+                run, request, resolved, resolved_user, SlotPool(parallel), timeout_seconds, on_rollout_done, judge
             )
         else:
-            await self._execute_spread(run, request, resolved, resolved_user, shares, timeout_seconds, on_rollout_done)
+            await self._execute_spread(
+                run, request, resolved, resolved_user, shares, timeout_seconds, on_rollout_done, judge
+            )
         # The run's writes (several transactions per rollout) leave a log of whole pages; a finished run
         # leaves only its rows. On a thread of its own: emptying the log may wait a moment for readers, and the
         # run is done.
@@ -301,6 +306,7 @@ class RunExecutor:
         shares: list[int],
         timeout_seconds: float,
         on_rollout_done: Callable[[Rollout], None] | None,
+        simulator_judge_config: ModelConfig | None = None,
     ) -> None:
         """One worker process per share after the first. This process starts at once with its own share; each
         worker gets its share when it is ready (or, should it exit first, this process takes the share), so the
@@ -325,12 +331,14 @@ class RunExecutor:
         try:
             for share in shares[1:]:
                 job = WorkerJob(self.store.path, self.artifacts_dir, self.catalog.root, run.run_id, model_config,
-                                user_model_config, share, timeout_seconds, urls, os.getpid())  # fmt: skip
+                                user_model_config, share, timeout_seconds, urls, os.getpid(),
+                                simulator_judge_config)  # fmt: skip
                 worker = await WorkerProcess.start(job)
                 workers.append(worker)
                 background.append(asyncio.create_task(hand_over_when_ready(worker, share)))
+            judge = simulator_judge_config
             await self.execute_share(
-                run, request, model_config, user_model_config, slots, timeout_seconds, reporter.report
+                run, request, model_config, user_model_config, slots, timeout_seconds, reporter.report, judge
             )
             for worker in workers:
                 worker.no_more_grants()  # this process is done: each worker may use its whole share now
@@ -358,6 +366,7 @@ class RunExecutor:
         slots: SlotPool,
         timeout_seconds: float,
         on_rollout_done: Callable[[Rollout], None] | None,
+        simulator_judge_config: ModelConfig | None = None,
     ) -> None:
         """Run pending rollouts of the run in this process, each holding one of `slots` (a worker process's
         slots arrive from its parent). Another process may claim some of them first: those are skipped."""
@@ -385,6 +394,7 @@ class RunExecutor:
             settings=RunSettings.of(request),
             model_config=resolved,
             user_model_config=resolved_user,
+            simulator_judge_config=simulator_judge_config,
             tool_server_urls=scenario.tool_server_urls(self.runtime.tool_server_urls()),
             verifiers_dir=verifiers_dir,
             timeout_seconds=timeout_seconds,

@@ -172,6 +172,8 @@ class RolloutJob:
     settings: RunSettings
     model_config: ModelConfig
     user_model_config: ModelConfig | None
+    #: the judge of the NPCs' and simulated users' replies (`engine/simulator_judge.py`); None: not judged
+    simulator_judge_config: ModelConfig | None
     tool_server_urls: dict[str, str]
     verifiers_dir: Path | None
     timeout_seconds: float
@@ -306,6 +308,7 @@ class RolloutJob:
             agent_path=self.settings.agent_path,
             agent_environment=self.settings.agent_environment,
             user_model_config=self.user_model_config,
+            simulator_judge_config=self.simulator_judge_config,
             npc_profiles=npc_profiles_of(self.scenario, task),
             scenario_guidance=self.scenario_guidance if task.simlab_origin else None,
         )

@@ -46,6 +46,7 @@ class ActiveRun:
     max_parallel: int | None
     task: asyncio.Task[None] | None = None
     cancelled: bool = False
+    simulator_judge_config: ModelConfig | None = None
 
     def __repr__(self) -> str:  # the configs hold keys; a debug print must not show them
         return f"ActiveRun(run_id={self.run_id!r}, cancelled={self.cancelled})"
@@ -96,9 +97,13 @@ class RunScheduler:
         check_model_endpoint(request.model_config_, "model_config")
         if request.user_model_config is not None:
             check_model_endpoint(request.user_model_config, "user_model_config")
+        if request.simulator_judge_config is not None:
+            check_model_endpoint(request.simulator_judge_config, "simulator_judge_config")
         self._ensure_capacity()
         response = self.executor.launch(request)
-        self._start(ActiveRun(response.run_id, request.model_config_, request.user_model_config, request.max_parallel))
+        active = ActiveRun(response.run_id, request.model_config_, request.user_model_config, request.max_parallel)
+        active.simulator_judge_config = request.simulator_judge_config
+        self._start(active)
         return response
 
     def resume(self, run_id: str, config: ModelConfig, *, retry_failed: bool) -> ResumeRunResponse:
@@ -121,7 +126,9 @@ class RunScheduler:
             requeued = self.executor.resume(run_id, retry_failed=retry_failed)
             if self.store.pending_slots(run_id):
                 user_config = self._stored_user_model_config(run_id, stored.get("user_model_config"))
-                self._start(ActiveRun(run_id, config, user_config, stored.get("max_parallel")))
+                active = ActiveRun(run_id, config, user_config, stored.get("max_parallel"))
+                active.simulator_judge_config = self._stored_judge_config(run_id, stored.get("simulator_judge_config"))
+                self._start(active)
         run = self.store.get_run(run_id)
         if run is None:
             raise NotFound(f"run {run_id!r} not found")
@@ -140,6 +147,17 @@ class RunScheduler:
         logger.warning(
             "run %s: user_model_config needs its key again after a restart; NPCs use their default model", run_id
         )
+        return None
+
+    @staticmethod
+    def _stored_judge_config(run_id: str, stored: dict[str, Any] | None) -> ModelConfig | None:
+        """The simulator judge of a resumed run: as the user model, only a local simulated one survives a restart
+        without its key; otherwise the rollouts still to run get the deterministic simulator checks only."""
+        if not stored:
+            return None
+        if stored.get("base_url") == SIMULATED_BASE_URL:
+            return ModelConfig.model_validate({**stored, "api_key": "not-needed-for-simulated-models"})
+        logger.warning("run %s: simulator_judge_config needs its key again after a restart; not judged", run_id)
         return None
 
     @staticmethod
@@ -192,6 +210,7 @@ class RunScheduler:
                     max_parallel=active.max_parallel,
                     timeout_seconds=self.rollout_timeout_seconds,
                     user_model_config=active.user_model_config,
+                    simulator_judge_config=active.simulator_judge_config,
                 )
         except asyncio.CancelledError:
             raise

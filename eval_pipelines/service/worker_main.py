@@ -73,7 +73,9 @@ async def _run_job() -> None:
     receiving = asyncio.ensure_future(_receive_slots(reader, slots, job.max_parallel))
     config, user_config = job.model_config, job.user_model_config
     share = asyncio.ensure_future(
-        executor.execute_share(run, request, config, user_config, slots, job.timeout_seconds, None)
+        executor.execute_share(
+            run, request, config, user_config, slots, job.timeout_seconds, None, job.simulator_judge_config
+        )
     )
     sys.stdout.buffer.write(READY + b"\n")
     sys.stdout.buffer.flush()

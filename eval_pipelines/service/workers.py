@@ -84,6 +84,7 @@ class WorkerJob:
     timeout_seconds: float
     tool_server_urls: dict[str, str]
     parent_pid: int
+    simulator_judge_config: ModelConfig | None = None
 
     def to_wire(self) -> bytes:
         def config(value: ModelConfig | None) -> dict[str, Any] | None:
@@ -99,6 +100,7 @@ class WorkerJob:
                 "run_id": self.run_id,
                 "model_config": config(self.model_config),
                 "user_model_config": config(self.user_model_config),
+                "simulator_judge_config": config(self.simulator_judge_config),
                 "max_parallel": self.max_parallel,
                 "timeout_seconds": self.timeout_seconds,
                 "tool_server_urls": self.tool_server_urls,
@@ -110,6 +112,7 @@ class WorkerJob:
     def from_wire(cls, raw: bytes) -> WorkerJob:
         data = json.loads(raw)
         user = data["user_model_config"]
+        judge = data.get("simulator_judge_config")
         return cls(
             store_path=Path(data["store_path"]),
             artifacts_dir=Path(data["artifacts_dir"]),
@@ -121,6 +124,7 @@ class WorkerJob:
             timeout_seconds=float(data["timeout_seconds"]),
             tool_server_urls=dict(data["tool_server_urls"]),
             parent_pid=int(data["parent_pid"]),
+            simulator_judge_config=None if judge is None else ModelConfig.model_validate(judge),
         )
 
 

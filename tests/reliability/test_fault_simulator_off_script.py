@@ -21,6 +21,7 @@ from eval_pipelines.pipeline.steps import run_and_collect, verify_partition
 from eval_pipelines.schemas.artifacts import CHECK_ENDING, CHECK_SECRET_UNASKED, META_SIMULATOR_CHECKS
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import ErrorClass, Rollout, RunLaunchRequest
+from eval_pipelines.service.workers import WorkerJob
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 from eval_pipelines.verifiers.loader import load_verifier_package
 from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
@@ -168,3 +169,65 @@ async def test_a_simulated_user_that_ends_in_its_opening_is_a_simulator_error_ou
         ("user", CHECK_ENDING, "deterministic", False),
         ("user", "stayed_in_character", "deterministic", True),
     ]
+
+
+def test_the_judge_named_in_the_launch_reaches_the_rollouts_and_its_verdict_is_counted_apart(
+    catalog: ScenarioCatalog, data_dir: Path, serve: Any, local_backend: Callable[..., EvaluationBackend]
+) -> None:
+    """The agent asks Priya properly and the built-in NPC answers by its script, so every deterministic check
+    passes; the judge (named in the launch request, as a sweep's `simulator_judge` names it) finds a contradiction,
+    and the rollout is a simulator error decided by the judge."""
+    backend = local_backend(data_dir, catalog)
+    warehouse = Warehouse(data_dir / "warehouse")
+    asking = [
+        tool_call_reply("chat__send_dm", {"room_id": "dm-priya_raman", "message": "Priya, what's the door code?"}),
+        *AGENT_REPLIES[1:],
+    ]
+    agent = serve(create_scripted_app(Script(asking)))
+    reason = "Priya signs as someone her persona is not."
+    judge_script = Script([text_reply(f'Verdict: {{"followed": false, "reason": "{reason}"}}')])
+    judge = serve(create_scripted_app(judge_script))
+    scenario = catalog.get(SCENARIO_ID)
+    request = RunLaunchRequest.model_validate(
+        {
+            "scenario_id": SCENARIO_ID,
+            "task_ids": [SECRET_TASK],
+            "model_config": {"model": "scripted-agent", "base_url": f"{agent.url}/v1", "api_key": "x"},
+            "simulator_judge_config": {"model": "judge", "base_url": f"{judge.url}/v1", "api_key": "judge-key"},
+            "run_name": f"off-script-judged-{uuid.uuid4().hex[:12]}",
+        }
+    )
+    ctx = RolloutContext("off-script", request.run_name or "", "judged", scenario.key, "judged", is_simulated=False)
+    summary = run_and_collect(backend, request, ctx, scenario, warehouse, warehouse.root / "traces", timeout_seconds=60)
+    [rollout] = backend.list_rollouts(summary.run_id)
+    assert rollout.result is not None and rollout.result.error_class == ErrorClass.SIMULATOR_OFF_SCRIPT
+    assert f"(followed_its_instructions, judge): {reason}" in rollout.result.message
+    assert len(judge_script.requests) == 1 and "4827#" in judge_script.requests[0]["messages"][-1]["content"]
+    verify_partition(warehouse, scenario, "judged", scenario.key)
+    db = data_dir / "eval.duckdb"
+    build_catalog(warehouse.root, db)
+    assert _query(db, "select n, n_errors from pass_rates") == [(0, 1)]
+    assert _query(
+        db,
+        "select n_off_script, n_off_script_deterministic, n_off_script_judge, off_script_share from simulator_fidelity",
+    ) == [(1, 0, 1, 1.0)]
+    checks = _query(db, "select check_name, method, passed from simulator_checks order by method, check_name")
+    assert checks == [
+        (CHECK_SECRET_UNASKED, "deterministic", True),
+        ("stayed_in_character", "deterministic", True),
+        ("followed_its_instructions", "judge", False),
+    ]
+
+
+def test_a_worker_job_carries_the_simulator_judge_with_its_key() -> None:
+    config = ModelConfig(model="agent", api_key="agent-key", base_url="http://127.0.0.1:1/v1")
+    judge = ModelConfig(model="judge", api_key="judge-key", base_url="http://127.0.0.1:2/v1")
+    job = WorkerJob(Path("s"), Path("a"), Path("c"), "run", config, None, 2, 30.0, {}, 1, judge)
+    back = WorkerJob.from_wire(job.to_wire())
+    assert back.simulator_judge_config is not None and back.simulator_judge_config.reveal_api_key() == "judge-key"
+    assert (
+        WorkerJob.from_wire(
+            WorkerJob(Path("s"), Path("a"), Path("c"), "run", config, None, 2, 30.0, {}, 1).to_wire()
+        ).simulator_judge_config
+        is None
+    )
