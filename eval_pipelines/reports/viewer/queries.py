@@ -24,6 +24,7 @@ from typing import Any
 
 import duckdb
 
+from eval_pipelines.reports.comparisons import verdict
 from eval_pipelines.reports.data import ReportError, latest_sweep, model_label, open_catalog, resolve_sweep
 from eval_pipelines.reports.export.reader import RolloutRecord
 from eval_pipelines.reports.viewer.detail import (
@@ -208,6 +209,9 @@ class Comparison:
     models: list[tuple[str, str]]
     #: the two compared models, when chosen: each with its task metrics, rollouts and one rollout's detail
     sides: list[dict[str, Any]] = field(default_factory=list)
+    #: the two models' `model_comparison` row over the whole scenario (paired by task and epoch, with its MDD), and
+    #: under `verdict` that row in one sentence; empty until two models are chosen
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
 _INDEX_SQL = """
@@ -558,6 +562,15 @@ class Snapshot:
                     raise NotFound(f"model {name!r} has no rollouts of task {task_id!r} in {scenario_id!r}")
             for name, pick in zip(models, picks, strict=True):
                 comparison.sides.append(self._side(cur, sweep, scenario_id, task_id, name, labels[name], pick))
+            cursor = cur.execute(
+                "select * from model_comparison where sweep_id = ? and scenario_id = ? and model_a = ? and model_b = ?",
+                [sweep, scenario_id, *models],
+            )
+            names = [d[0] for d in cursor.description or []]
+            found = cursor.fetchone()
+            if found is not None:
+                comparison.stats.update(zip(names, found, strict=True))
+                comparison.stats["verdict"] = verdict(comparison.stats)
         for side in comparison.sides:
             side["detail"] = self.rollout(side["shown"]) if side["shown"] is not None else None
         return comparison
