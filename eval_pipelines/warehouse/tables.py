@@ -96,8 +96,8 @@ ROLLOUTS = TableSpec(
             "error_class",
             _S,
             "Set when the rollout ended in an *error*, not a failure of the agent: model_endpoint, tool_server, "
-            "npc_model, user_simulator, verifier, cancelled, budget or internal. Errors are left out of every pass "
-            "rate.",
+            "npc_model, user_simulator, simulator_off_script, verifier, cancelled, budget, internal or "
+            "agent_environment. Errors are left out of every pass rate.",
             nullable=True,
         ),
         _c(

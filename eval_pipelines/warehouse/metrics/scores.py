@@ -116,8 +116,8 @@ from classified
         ("outcome", "`passed`, `failed` (the agent's fault) or `error`; NULL while running or not verified."),
         (
             "error_class",
-            "For an error: model_endpoint, tool_server, npc_model, user_simulator, verifier, cancelled, budget, "
-            "internal.",
+            "For an error: model_endpoint, tool_server, npc_model, user_simulator, simulator_off_script, verifier, "
+            "cancelled, budget, internal, agent_environment.",
         ),
         ("reward", "1.0 passed, 0.0 failed; NULL for an error or an unscored rollout."),
         ("partial_credit", "passed_verifiers / n_verifiers (0.0 for an agent that did not finish; NULL as reward)."),
