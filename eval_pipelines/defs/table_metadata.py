@@ -1,8 +1,9 @@
 """Dagster's standard table metadata for the assets that write warehouse tables.
 
 A table asset is one of kind `parquet` (`TABLE_KIND`): it writes a warehouse table. `dagster/column_schema` and
-`dagster/table_name` go on its definition (the Catalog's Columns view fills in before anything ran),
-`dagster/row_count` on each of its materialisations, also when it wrote nothing. The columns come from the
+`dagster/table_name` go on its definition (the Catalog's Columns view fills in before anything ran), and again
+with `dagster/row_count` on each of its materialisations, also when it wrote nothing (each one records the columns
+it was written with, so Dagster can show a schema change between two). The columns come from the
 warehouse's registered schemas (`warehouse.tables`), the one home of every column and its doc. Row counts of the
 other tables one step writes, and of the catalog's views, go in a table-valued entry (`table_counts`), never in
 keys of our own per table.
@@ -10,6 +11,7 @@ keys of our own per table.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import dagster as dg
@@ -26,6 +28,7 @@ def table_name(table: str) -> str:
     return f"{CATALOG_SCHEMA}.{table}"
 
 
+@cache
 def column_schema(table: str) -> dg.TableSchema:
     spec = table_spec(table)
     columns = [
@@ -50,7 +53,11 @@ def table_definition(table: str) -> dict[str, Any]:
 
 def table_rows(table: str, rows: int) -> dict[str, Any]:
     """For a materialisation's metadata."""
-    return {"dagster/row_count": int(rows), "dagster/table_name": table_name(table)}
+    return {
+        "dagster/row_count": int(rows),
+        "dagster/table_name": table_name(table),
+        "dagster/column_schema": column_schema(table),
+    }
 
 
 _COUNTS_SCHEMA = dg.TableSchema(

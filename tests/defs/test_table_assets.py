@@ -1,7 +1,7 @@
 """Dagster's table conventions over the whole asset graph: every asset that writes a warehouse table (kind
 `parquet`) declares its columns and table name, and every materialisation of it carries `dagster/row_count`, the
-rows it wrote (0 when it wrote none); no materialisation uses a `rows` key of our own where the standard one
-exists. The table assets are found by walking the code location's assets, not from a list."""
+rows it wrote (0 when it wrote none), and `dagster/column_schema`; no materialisation uses a `rows` key of our own
+where the standard one exists. The table assets are found by walking the code location's assets, not from a list."""
 
 from __future__ import annotations
 
@@ -98,6 +98,7 @@ def test_every_table_asset_materialisation_carries_the_standard_row_count(tmp_pa
         assert key in materialised, key
         for partition, metadata in materialised[key].items():
             assert isinstance(metadata.get("dagster/row_count"), int), (key, partition)
+            assert metadata["dagster/column_schema"] == specs[key].metadata["dagster/column_schema"], (key, partition)
             assert metadata["dagster/table_name"] == specs[key].metadata["dagster/table_name"], (key, partition)
     for key, partitions in materialised.items():
         for metadata in partitions.values():
