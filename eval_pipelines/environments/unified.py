@@ -22,6 +22,8 @@ from eval_pipelines.environments.naming import (
 )
 from eval_pipelines.lib.json_http import json_content, response_json
 from eval_pipelines.schemas.tools import (
+    LISTING_SCOPE_KEY,
+    ListingScope,
     StateDiff,
     StepResponse,
     ToolCallResult,
@@ -70,6 +72,8 @@ class UnifiedEnvironment(BaseEnvironment):
         self._tools: dict[str, list[ToolDefinition]] = {
             name: list(tools) for name, tools in (known_tools or {}).items() if name in self.tool_servers
         }
+        #: HTTP servers whose listing said every workspace of theirs lists the same tools
+        self._server_wide_listings: set[str] = set()
         self._mcp: dict[str, McpServerConnection] = {}
         self._names_checked = False
         self._parsed_urls: dict[tuple[str, str], httpx.URL] = {}
@@ -86,6 +90,10 @@ class UnifiedEnvironment(BaseEnvironment):
     def http_tool_listings(self) -> dict[str, list[ToolDefinition]]:
         """The HTTP tool servers' listings read so far, by server name (for reuse by later environments)."""
         return {name: tools for name, tools in self._tools.items() if name in self.tool_servers}
+
+    def server_wide_listings(self) -> set[str]:
+        """The HTTP servers read so far whose listing holds for every workspace of theirs, not this one alone."""
+        return set(self._server_wide_listings)
 
     def list_tool_namespaces(self) -> list[ToolNamespace]:
         http = [ToolNamespace(name=n, transport=Transport.HTTP, url=u) for n, u in self.tool_servers.items()]
@@ -155,6 +163,8 @@ class UnifiedEnvironment(BaseEnvironment):
         if tool_server not in self._tools:
             payload = await self._request(tool_server, "GET", "/tools")
             raw = payload.get("tools", payload) if isinstance(payload, dict) else payload
+            if isinstance(payload, dict) and payload.get(LISTING_SCOPE_KEY) == ListingScope.SERVER:
+                self._server_wide_listings.add(tool_server)
             try:
                 self._tools[tool_server] = [ToolDefinition.model_validate(t) for t in raw]
             except (ValidationError, TypeError) as exc:

@@ -10,6 +10,19 @@ from pydantic import AliasChoices, Field, model_validator
 from eval_pipelines.schemas._base import WireModel
 
 STATE_DIFF_MARKER = "[STATE DIFF]"
+
+
+class ListingScope(StrEnum):
+    """`listing_scope` of a `/tools` answer: may a client reuse one workspace's listing for another?"""
+
+    #: every workspace of this server lists the same tools
+    SERVER = "server"
+    #: a workspace's tools depend on it (its seed names them)
+    WORKSPACE = "workspace"
+
+
+#: The key of a `/tools` answer that says its ListingScope (absent: `workspace`, nothing is assumed).
+LISTING_SCOPE_KEY = "listing_scope"
 #: Where our MCP-served tool servers put a call's StateDiff in the MCP result's `_meta`.
 STATE_DIFF_META_KEY = "eval_pipelines/state_diff"
 

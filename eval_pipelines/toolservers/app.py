@@ -28,7 +28,7 @@ from eval_pipelines.lib.body_limit import BodyLimit, replay_body
 from eval_pipelines.schemas._base import StrictModel
 from eval_pipelines.schemas.hosted import hosted_tool
 from eval_pipelines.schemas.limits import MAX_TOOL_SERVER_REQUEST_BYTES
-from eval_pipelines.schemas.tools import DiffScope, StepRequest
+from eval_pipelines.schemas.tools import LISTING_SCOPE_KEY, DiffScope, ListingScope, StepRequest
 from eval_pipelines.toolservers.base import (
     BuiltinToolServer,
     SeedError,
@@ -93,6 +93,8 @@ class WorkspaceStore:
     #: timestamps, search text) was the largest part of the tool host's CPU a rollout. Never handed out: each
     #: workspace gets a copy. Oldest first.
     seeded_states: dict[bytes, State] = field(default_factory=dict, repr=False)
+    #: the server's tool listing as sent, made once (only for a server whose tools are the same in every workspace)
+    server_listing: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     def _ensure_capacity(self) -> None:
         if len(self.workspaces) >= self.max_workspaces:
@@ -309,9 +311,19 @@ StoreDep = Annotated[WorkspaceStore, Depends(store_of)]
 
 
 def _tool_listing(store: WorkspaceStore, workspace_id: str | None = None) -> dict[str, Any]:
+    """`{"tools": [...], "listing_scope": ...}`: `server` when every workspace lists the same tools, so a client
+    may reuse one workspace's listing for the next; `workspace` when they depend on the workspace's seed."""
     server = store.server
-    tools = server.tools() if workspace_id is None else server.workspace_tools(workspace_id)
-    return {"tools": [tool.model_dump(by_alias=False) for tool in tools]}
+    if workspace_id is not None and listing_depends_on_workspace(server):
+        tools = [tool.model_dump(by_alias=False) for tool in server.workspace_tools(workspace_id)]
+        return {"tools": tools, LISTING_SCOPE_KEY: ListingScope.WORKSPACE.value}
+    if store.server_listing is None:
+        store.server_listing = [tool.model_dump(by_alias=False) for tool in server.tools()]
+    return {"tools": store.server_listing, LISTING_SCOPE_KEY: ListingScope.SERVER.value}
+
+
+def listing_depends_on_workspace(server: BuiltinToolServer) -> bool:
+    return type(server).workspace_tools is not BuiltinToolServer.workspace_tools
 
 
 def _workspace_or_404(store: WorkspaceStore, workspace_id: str) -> Workspace:

@@ -4,6 +4,7 @@ when the deletion runs in the background."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -126,3 +127,61 @@ async def test_a_server_that_does_not_return_state_is_snapshotted(serve: Any) ->
     assert counts["GET workspace/snapshot"] == 6  # initial and final, for each rollout
     assert counts["DELETE workspace"] == 3
     assert outcomes[0].artifacts.metadata[META_STATE]["email"]["initial"]["emails"]
+
+
+def without_listing_scope(app: Any) -> Callable[..., Any]:
+    """The server's answers, with `listing_scope` taken out of tool listings (a server that does not say)."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].endswith("/tools"):
+            await app(scope, receive, send)
+            return
+        start: dict[str, Any] = {}
+        body = bytearray()
+
+        async def capture(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            else:
+                body.extend(message.get("body", b""))
+
+        await app(scope, receive, capture)
+        payload = json.loads(bytes(body))
+        assert payload.pop("listing_scope") == "server"
+        encoded = json.dumps(payload).encode()
+        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+        await send({**start, "headers": [*headers, (b"content-length", str(len(encoded)).encode())]})
+        await send({"type": "http.response.body", "body": encoded})
+
+    return wrapped
+
+
+async def _rollouts_of_distinct_tasks(serve: Any, app: Any) -> list[Any]:
+    email = serve(app)
+    engine = RolloutEngine(ChatClientPool(), ToolServerAdmin(), background_cleanup=False)
+    outcomes = []
+    try:
+        for index in range(3):
+            model = serve(create_scripted_app(_script()))
+            task = TASK.model_copy(update={"task_id": f"{TASK.task_id}_copy_{index}"})
+            spec = dataclasses.replace(_spec(model.url, email.url, index), task=task)
+            outcomes.append(await engine.execute(spec))
+    finally:
+        await engine.clients.aclose()
+        await engine.admin.aclose()
+    return outcomes
+
+
+async def test_a_server_wide_listing_serves_every_task(serve: Any) -> None:
+    counts: Counter[str] = Counter()
+    outcomes = await _rollouts_of_distinct_tasks(serve, counting(create_app(EmailServer()), counts))
+    assert all(o.status == RolloutStatus.COMPLETED and o.result.success for o in outcomes)
+    assert counts["GET workspace/tools"] == 1  # the server said every workspace lists the same tools
+
+
+async def test_without_a_scope_each_task_lists_its_own_tools(serve: Any) -> None:
+    counts: Counter[str] = Counter()
+    app = counting(without_listing_scope(create_app(EmailServer())), counts)
+    outcomes = await _rollouts_of_distinct_tasks(serve, app)
+    assert all(o.status == RolloutStatus.COMPLETED and o.result.success for o in outcomes)
+    assert counts["GET workspace/tools"] == 3
