@@ -349,9 +349,7 @@ class RolloutEngine:
             http_client=self.admin.http_client(),
             mcp_servers=[*spec.mcp_servers, *(McpServerSpec.model_validate(s) for s in spec.task.mcp_servers)],
             known_tools={
-                server: self._tool_listings[key]
-                for server in workspaces
-                if (key := self._listing_key(spec, server)) in self._tool_listings
+                server: tools for server in workspaces if (tools := self._known_listing(spec, server)) is not None
             },
             bare_tool_names=spec.task.bare_tool_names,
             hidden_tools=spec.task.user.hidden_before() if isinstance(spec.task.user, ScriptedUserSpec) else (),
@@ -360,9 +358,16 @@ class RolloutEngine:
     def _remember_listings(
         self, spec: RolloutSpec, environment: UnifiedEnvironment, workspaces: dict[str, str]
     ) -> None:
+        server_wide = environment.server_wide_listings()
         for server, tools in environment.http_tool_listings().items():
             if server in workspaces:  # a task's own HTTP server may change its tools between rollouts
-                self._tool_listings.setdefault(self._listing_key(spec, server), tools)
+                self._tool_listings.setdefault(
+                    self._listing_key(spec, server, task_wide=server not in server_wide), tools
+                )
+
+    def _known_listing(self, spec: RolloutSpec, server: str) -> list[ToolDefinition] | None:
+        listing = self._tool_listings.get(self._listing_key(spec, server))
+        return listing if listing is not None else self._tool_listings.get(self._listing_key(spec, server, False))
 
     async def _delete_workspaces(self, urls: list[str]) -> None:
         for url in urls:
@@ -376,8 +381,10 @@ class RolloutEngine:
             await asyncio.gather(*list(self._cleanups), return_exceptions=True)
 
     @classmethod
-    def _listing_key(cls, spec: RolloutSpec, server: str) -> tuple[str, str, str]:
-        return cls._base_url(spec, server), spec.scenario_id, spec.task.task_id
+    def _listing_key(cls, spec: RolloutSpec, server: str, task_wide: bool = True) -> tuple[str, str, str]:
+        """Where a listing is kept: by task, or for every task when the server said its listing holds for every
+        workspace of its own (a benchmark's server lists the tools of the classes a task's seed names)."""
+        return cls._base_url(spec, server), spec.scenario_id, spec.task.task_id if task_wide else ""
 
     @staticmethod
     def _base_url(spec: RolloutSpec, server: str) -> str:
