@@ -41,11 +41,15 @@ from eval_pipelines.toolservers.npc import NPCS, ROLE_AGENT, ROLE_NPC, npc_trans
 
 NPC_SERVER = ChatServer.name
 
-#: A simulator saying what its instructions forbid it to say: that it is an AI, a model or a simulation.
+#: A simulator saying what its instructions forbid it to say: that it is an AI, a model or a simulation. The
+#: claim must end there (punctuation, the end, or a joining word), so a colleague who works "as an AI researcher"
+#: or "as a simulation engineer" is not taken for one.
 _BREAKS_CHARACTER = re.compile(
-    r"\b(?:i\s+am|i['\u2019]m|as)\s+(?:just\s+|only\s+)?(?:an?\s+)?"
-    r"(?:ai\b|a\.i\.|artificial\s+intelligence|(?:large\s+)?language\s+model|llm\b|chat\s?bot|"
-    r"simulat(?:ion|ed\s+(?:user|customer|npc|colleague|persona|character)))",
+    r"\b(?:i\s+am|i['\u2019]m|as)\s+(?:just\s+|only\s+|merely\s+)?an?\s+"
+    r"(?:(?:ai|a\.i\.|artificial\s+intelligence)(?:\s+(?:language\s+model|model|assistant|chat\s?bot))?"
+    r"|(?:large\s+)?language\s+model|llm|chat\s?bot|simulation"
+    r"|simulated\s+(?:user|customer|npc|colleague|persona|character))"
+    r"(?=\s*(?:[,.!?;:)]|$)|\s+(?:and|so|but|that|who|which|created|developed|trained|made|built|designed|here|with)\b)",
     re.IGNORECASE,
 )
 _QUOTE_CHARS = 80

@@ -77,8 +77,14 @@ def test_an_npc_nobody_spoke_to_is_not_checked_and_one_that_breaks_character_fai
     assert npc_checks(_chat(secret=DOOR)) == []
     broke = npc_checks(_chat((ME, "Who are you?"), (PRIYA, "As an AI language model, I cannot share that.")))
     assert _by_check(broke) == {CHECK_IN_CHARACTER: False}
-    fine = npc_checks(_chat((ME, "Who are you?"), (PRIYA, "I'm the lab manager; I maintain the AI cluster.")))
-    assert _by_check(fine) == {CHECK_IN_CHARACTER: True}
+    for said in (
+        "I'm the lab manager; I maintain the AI cluster.",
+        "I work as an AI researcher and as a simulation engineer.",
+        "I'm an AI safety lead here, as a language model expert.",
+    ):
+        assert _by_check(npc_checks(_chat((ME, "Who are you?"), (PRIYA, said)))) == {CHECK_IN_CHARACTER: True}, said
+    for said in ("I am an AI and cannot help.", "I'm just a chatbot!", "As a large language model trained by X"):
+        assert _by_check(npc_checks(_chat((ME, "Who are you?"), (PRIYA, said)))) == {CHECK_IN_CHARACTER: False}, said
 
 
 def test_a_user_that_ends_in_its_opening_fails_and_one_that_ends_later_or_at_max_turns_passes() -> None:
