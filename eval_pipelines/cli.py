@@ -301,6 +301,7 @@ def report_sweep(run: SweepRun, outcome: SweepOutcome, stop: SweepStop, console:
         console.print(f"no pass rates: {exc}")
         rows = []
     print_pass_rates(rows, sweep_id=run.sweep_id)
+    print_comparisons(run.paths().duckdb, run.sweep_id, run.sweep)
     return sweep_exit_code(run.paths().duckdb, run.sweep_id, run.sweep.error_threshold, outcome.failures)
 
 
@@ -392,6 +393,65 @@ def print_pass_rates(rows: Sequence[dict[str, Any]], sweep_id: str) -> None:
     if rows:
         # rich would wrap a long URL mid-way; a terminal links it whole
         print(f"every rollout, with transcripts and state diffs: eval-pipelines view, then {rollouts_link(sweep_id)}")
+
+
+def print_comparisons(duckdb_path: Path, sweep_id: str, sweep: SweepConfig) -> None:
+    """Each model against the sweep's `baseline_model` (else each pair once), paired by task and epoch: the
+    difference beside the smallest this sweep could see (MDD: 80% power, alpha 0.05), the paired tests, and the
+    epochs per task the sweep's `detectable_difference` would need (`model_comparison`)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from eval_pipelines.reports import model_label
+    from eval_pipelines.reports.comparisons import comparison_rows, epochs_for
+    from eval_pipelines.reports.data import ReportError, open_catalog
+
+    try:
+        con = open_catalog(duckdb_path)
+    except ReportError:  # no catalog: the pass-rate table already said so
+        return
+    try:
+        rows = comparison_rows(con, sweep_id, sweep.baseline_model)
+    finally:
+        con.close()
+    if not rows:
+        return
+    baseline = sweep.baseline_model if all(r["model_b"] == sweep.baseline_model for r in rows) else None
+    target = sweep.detectable_difference
+    table = Table(
+        title=f"Paired comparisons{f' against {baseline}' if baseline else ''}: sweep {sweep_id}",
+        caption="points; MDD: the smallest difference this sweep detects with 80% power (alpha 0.05)",
+    )
+    columns = (
+        "scenario", "A", "B", "tasks", "epochs", "diff", "95% CI", "p (tasks)", "McNemar p", "MDD",
+        f"epochs for {target * 100:g} pts",
+    )  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("scenario", "A", "B") else "right")
+    for row in rows:
+        needed = epochs_for(row, target)
+        low, high = row["ci_low"], row["ci_high"]
+        table.add_row(
+            row["scenario_id"],
+            model_label(row["model_a"], row["a_is_simulated"]),
+            model_label(row["model_b"], row["b_is_simulated"]),
+            str(row["n_tasks"]),
+            "-" if row["epochs"] is None else f"{row['epochs']:g}",
+            _points(row["diff"], signed=True),
+            "-" if low is None or high is None else f"{low * 100:+.1f} to {high * 100:+.1f}",
+            _rate(row["p_value"]),
+            _rate(row["mcnemar_p_value"]),
+            _points(row["mdd"]),
+            str(needed) if needed is not None else ("more tasks" if row["sigma2_within"] is not None else "-"),
+        )
+    Console(width=150).print(table)
+
+
+def _points(value: float | None, *, signed: bool = False) -> str:
+    """A difference of pass rates in percentage points."""
+    if value is None:
+        return "-"
+    return f"{value * 100:+.1f}" if signed else f"{value * 100:.1f}"
 
 
 def _cost(value: float | None) -> str:

@@ -72,3 +72,18 @@ def test_verdict_and_epochs_for_a_chosen_difference() -> None:
     # A larger difference needs fewer epochs; an unknown within-task variance gives none.
     assert epochs_for(row, 0.20) < epochs_for(row, 0.10)
     assert epochs_for({**row, "sigma2_within": None}) is None
+
+
+def test_cli_table_against_the_baseline(catalog: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from eval_pipelines.cli import print_comparisons
+    from eval_pipelines.schemas.sweep import SweepConfig
+
+    models = [{"name": m, "model": m, "base_url": "sim://local"} for m in COUNTS]
+    sweep = SweepConfig(name="cmp", scenarios=["*"], models=models, baseline_model="model-b", detectable_difference=0.2)
+    print_comparisons(catalog, SWEEP, sweep)
+    out = capsys.readouterr().out
+    assert "Paired comparisons against model-b" in out and "epochs for 20 pts" in out
+    # model-a vs model-b: task rates 1 - 1/3, 2/3 - 1/3, 1/3 - 0, a mean of 4/9 = +44.4 points.
+    line = next(line for line in out.splitlines() if "model-a" in line)
+    assert "+44.4" in line and "model-b" in line
+    assert sum("scn:1.0.0" in line for line in out.splitlines()) == 2  # model-a and model-c, each vs model-b
