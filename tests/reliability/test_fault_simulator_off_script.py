@@ -18,6 +18,8 @@ from typing import Any
 from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.pipeline.steps import run_and_collect, verify_partition
+from eval_pipelines.reports.data import pass_rate_rows
+from eval_pipelines.reports.html import _errors
 from eval_pipelines.schemas.artifacts import CHECK_ENDING, CHECK_SECRET_UNASKED, META_SIMULATOR_CHECKS
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import ErrorClass, Rollout, RunLaunchRequest
@@ -119,6 +121,10 @@ def test_an_npc_that_tells_its_secret_unasked_is_a_simulator_error_outside_the_p
         "from simulator_check_failures where n_failed > 0",
     )
     assert failures == [("blurted", "npc", CHECK_SECRET_UNASKED, "deterministic", 1, 1, strayed.rollout_id)]
+    # The CLI's and the report's error cells say how many of the errors the simulators caused.
+    _, rows = pass_rate_rows(db, "off-script")
+    cells = {row["model_name"]: _errors(row) for row in rows}
+    assert cells == {"blurted": "1 (100%; 1 simulator off script)", "kept": "0"}
 
 
 async def test_a_simulated_user_that_ends_in_its_opening_is_a_simulator_error_outside_the_pass_rate(
