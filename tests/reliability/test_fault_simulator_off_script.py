@@ -23,6 +23,8 @@ from eval_pipelines.reports.html import _errors
 from eval_pipelines.schemas.artifacts import CHECK_ENDING, CHECK_SECRET_UNASKED, META_SIMULATOR_CHECKS
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import ErrorClass, Rollout, RunLaunchRequest
+from eval_pipelines.service.scheduler import RunScheduler
+from eval_pipelines.service.store import RunStore
 from eval_pipelines.service.workers import WorkerJob
 from eval_pipelines.sim.endpoint import ReferenceBook, create_sim_app
 from eval_pipelines.verifiers.loader import load_verifier_package
@@ -209,6 +211,14 @@ def test_the_judge_named_in_the_launch_reaches_the_rollouts_and_its_verdict_is_c
     assert rollout.result is not None and rollout.result.error_class == ErrorClass.SIMULATOR_OFF_SCRIPT
     assert f"(followed_its_instructions, judge): {reason}" in rollout.result.message
     assert len(judge_script.requests) == 1 and "4827#" in judge_script.requests[0]["messages"][-1]["content"]
+    # The judge's key reached its endpoint and nowhere else: the stored request keeps the config without it.
+    store_files = (data_dir / "service").glob("runs.sqlite3*")  # the store and its write-ahead log
+    assert not [f.name for f in store_files if b"judge-key" in f.read_bytes()]
+    stored = RunStore(data_dir / "service" / "runs.sqlite3").run_request(summary.run_id) or {}
+    assert stored["simulator_judge_config"]["model"] == "judge" and "api_key" not in stored["simulator_judge_config"]
+    assert RunScheduler._stored_judge_config(summary.run_id, stored["simulator_judge_config"]) is None
+    simulated = {**stored["simulator_judge_config"], "base_url": "sim://local"}
+    assert RunScheduler._stored_judge_config(summary.run_id, simulated) is not None
     verify_partition(warehouse, scenario, "judged", scenario.key)
     db = data_dir / "eval.duckdb"
     build_catalog(warehouse.root, db)
