@@ -23,6 +23,7 @@ from eval_pipelines.defs.evals.assets import (
 )
 from eval_pipelines.defs.evals.automation import REVERIFY_TAG, register_partitions
 from eval_pipelines.defs.evals.cli_runs import CLI_HOST_TAG, CLI_PID_TAG, Heartbeat, fail_abandoned_cli_runs
+from eval_pipelines.defs.evals.gates import build_catalog_gate_checks
 from eval_pipelines.defs.evals.partitions import SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
 from eval_pipelines.defs.registry import assets_by_name
@@ -38,6 +39,7 @@ from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 INTERRUPTED_TAG = "eval_pipelines/interrupted"
 PARTITION_JOB = "__cli_sweep_partition"
 REVERIFY_JOB = "__cli_reverify_partition"
+CATALOG_JOB = "__cli_publish_catalog"
 #: Beside dagster.yaml: held while an instance is opened (see `open_instance`).
 INSTANCE_LOCK_FILE = ".eval_pipelines_instance.lock"
 SERVICE_KEY_ENV = "EVAL_SERVICE_API_KEY"
@@ -134,6 +136,25 @@ def _job_with_checks(
         resources=resources,
     )
     return defs.resolve_job_def(name)
+
+
+def _publish_catalog(
+    assets: Mapping[str, dg.AssetsDefinition],
+    instance: dg.DagsterInstance,
+    resources: Mapping[str, object],
+    tags: Mapping[str, str],
+) -> dg.ExecuteInProcessResult:
+    """Materialise `eval_catalog` with its blocking gate checks (defs/evals/gates.py), for the sweep `tags` name:
+    the gates' verdict is recorded in Dagster as it is for a daemon's run."""
+    defs = dg.Definitions(
+        assets=[assets["eval_catalog"]],
+        asset_checks=build_catalog_gate_checks(),
+        jobs=[dg.define_asset_job(CATALOG_JOB, selection=dg.AssetSelection.all())],
+        resources=resources,
+    )
+    return defs.resolve_job_def(CATALOG_JOB).execute_in_process(
+        instance=instance, tags=dict(tags), run_config=dict(QUIET_CONSOLE), raise_on_error=False
+    )
 
 
 def _cli_tags() -> dict[str, str]:
@@ -253,7 +274,10 @@ class SweepRun:
                     self.user_errors.extend(
                         f"{model.name} x {scenario.scenario_id}: {cause}" for cause in _user_errors(result)
                     )
-            if not _rebuild_catalog(assets, instance, resources, cli_tags).success:
+            sweep_tags = {SWEEP_TAG: self.sweep.name, SWEEP_ID_TAG: self.sweep_id, **cli_tags}
+            catalog = _publish_catalog(assets, instance, resources, sweep_tags)
+            # A failed gate fails the run too (a blocking check); the CLI reports that verdict itself.
+            if not any(e.asset_key == dg.AssetKey("eval_catalog") for e in catalog.get_asset_materialization_events()):
                 self.failures.append("eval_catalog")
         return self.failures
 

@@ -16,6 +16,7 @@ import pytest
 from eval_pipelines.cli import EXIT_ERRORS, sweep_exit_code
 from eval_pipelines.clients.backend import EvaluationBackend
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
+from eval_pipelines.pipeline.gates import Thresholds
 from eval_pipelines.pipeline.health import partition_error_share
 from eval_pipelines.pipeline.steps import verification_files
 from eval_pipelines.verifiers.loader import package_version
@@ -33,7 +34,7 @@ from tests.reliability.test_fault_scenario_files import TARGET_VERIFIER, _break_
 
 
 def _exit_line(db: Path, sweep_id: str, capsys: pytest.CaptureFixture[str]) -> str:
-    assert sweep_exit_code(db, sweep_id, 0.0, []) == EXIT_ERRORS
+    assert sweep_exit_code(db, sweep_id, Thresholds(error_threshold=0.0), []) == EXIT_ERRORS
     [line] = [ln for ln in capsys.readouterr().err.splitlines() if "errors above" in ln]
     return line
 

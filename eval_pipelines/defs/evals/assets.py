@@ -442,13 +442,25 @@ def eval_catalog(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.Mate
     return dg.MaterializeResult(metadata=metadata)
 
 
+#: Rebuild the report after the catalog, only when the catalog's blocking gates (defs/evals/gates.py) passed, or
+#: when the catalog is requested in the same tick: its gates then run in that run (they are requested with it), and
+#: a failing one makes Dagster skip the report there. (Dagster's `all_deps_blocking_checks_passed` alone allows
+#: the in-tick case too, but may look at a check before this tick has requested it.)
+REPORT_CONDITION = dg.AutomationCondition.eager() & (
+    dg.AutomationCondition.any_deps_match(dg.AutomationCondition.will_be_requested()).with_label(
+        "catalog_requested_with_its_gates"
+    )
+    | dg.AutomationCondition.all_deps_blocking_checks_passed()
+)
+
+
 @dg.asset(
     group_name=GROUP,
     deps=[eval_catalog],
     kinds={"html"},
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=REPORT_CONDITION,
     description="The HTML report of the latest sweep with its SVG charts (data/reports/report.html), as "
-    "`eval-pipelines report` writes it; rebuilt after each catalog build.",
+    "`eval-pipelines report` writes it; rebuilt after each catalog build whose blocking gates passed.",
 )
 def eval_report(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
     try:
