@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from eval_pipelines.schemas._base import StrictModel
 from eval_pipelines.schemas.agent_environment import AgentEnvironment
+from eval_pipelines.schemas.judging import DEFAULT_JUDGE_MIN_KAPPA
 from eval_pipelines.schemas.limits import MAX_MODEL_CONCURRENCY
 from eval_pipelines.schemas.model_config import (
     DEFAULT_CONTEXT_STRIDE,
@@ -60,6 +61,9 @@ DEFAULT_ERROR_THRESHOLD = 0.2
 #: The difference between two models' pass rates a sweep should be able to detect, 10 points
 #: (`detectable_difference`): the comparisons and the noise floor say how many epochs it takes.
 DEFAULT_DETECTABLE_DIFFERENCE = 0.10
+#: Share of a model x scenario's planned rollouts that must have a score (passed or failed) for the sweep's
+#: numbers to be published (`min_coverage`); errors, rollouts never run and unverified ones are not scored.
+DEFAULT_MIN_COVERAGE = 0.8
 
 
 class ModelCallLimits(StrictModel):
@@ -245,7 +249,21 @@ class SweepConfig(StrictModel):
         ge=0,
         le=1,
         description="share of errored rollouts in a model x scenario above which the sweep exits non-zero and the "
-        "verification asset check fails",
+        "verification asset check fails; also the `error_share` gate of the catalog and the report",
+    )
+    min_coverage: float = Field(
+        default=DEFAULT_MIN_COVERAGE,
+        ge=0,
+        le=1,
+        description="gate `coverage`: the share of each model x scenario's planned rollouts (tasks x rollout_count) "
+        "that must be scored (passed or failed) before the catalog and the report publish the sweep",
+    )
+    min_judge_kappa: float = Field(
+        default=DEFAULT_JUDGE_MIN_KAPPA,
+        ge=-1,
+        le=1,
+        description="gate `judge_agreement`: when the report shows judge scores, each judge's Cohen's kappa "
+        "against the verifiers (per scenario, the judge_calibration view) must be at least this",
     )
 
     @field_validator("servers")
