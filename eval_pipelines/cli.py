@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,12 +50,14 @@ if TYPE_CHECKING:  # the CLI imports Dagster (through the runner) only when a sw
 
     from eval_pipelines.clients.backend import EvaluationBackend
     from eval_pipelines.defs.runner import ReverifyFailure, SweepRun
+    from eval_pipelines.pipeline.gates import Thresholds
     from eval_pipelines.pipeline.reverification import StoredPartition, VerificationPass
 
 #: A Dagster step of the sweep failed (its run in the UI says why).
 EXIT_STEP_FAILED = 1
 EXIT_USER_ERROR = 2
-#: Some model x scenario ended in errors above the sweep's `error_threshold`: its pass rate is not a result.
+#: A gate that holds the report failed (`pipeline/gates.py`: coverage, error_share, parity, judge_agreement), e.g.
+#: some model x scenario ended in errors above the sweep's `error_threshold`: its pass rate is not a result.
 EXIT_ERRORS = 3
 #: `eval-pipelines parity`: our verdict and the upstream grader's differ on a deterministic component.
 EXIT_PARITY_DISAGREEMENT = 1
@@ -302,26 +304,47 @@ def report_sweep(run: SweepRun, outcome: SweepOutcome, stop: SweepStop, console:
         rows = []
     print_pass_rates(rows, sweep_id=run.sweep_id)
     print_comparisons(run.paths().duckdb, run.sweep_id, run.sweep)
-    return sweep_exit_code(run.paths().duckdb, run.sweep_id, run.sweep.error_threshold, outcome.failures)
+    from eval_pipelines.pipeline.gates import Thresholds, planned_rollouts
+
+    planned = planned_rollouts(run.sweep, ScenarioCatalog())
+    return sweep_exit_code(run.paths().duckdb, run.sweep_id, Thresholds.of(run.sweep), outcome.failures, planned)
 
 
 #: How often the progress bar reads the runs' counts.
 PROGRESS_SECONDS = 0.5
 
 
-def sweep_exit_code(duckdb_path: Path, sweep_id: str, threshold: float, failures: Sequence[str]) -> int:
-    """Say what makes the sweep's numbers untrustworthy, one line each, and choose the exit code: a pair whose
-    error share exceeds the threshold (EXIT_ERRORS), then a Dagster step that failed (EXIT_STEP_FAILED)."""
-    from eval_pipelines.pipeline.health import broken_pairs
-
-    broken = broken_pairs(duckdb_path, sweep_id, threshold) if duckdb_path.is_file() else []
-    for pair in broken:
-        print(f"eval-pipelines: errors above {threshold:.0%}: {pair.line()}", file=sys.stderr)
+def sweep_exit_code(
+    duckdb_path: Path,
+    sweep_id: str,
+    thresholds: Thresholds,
+    failures: Sequence[str],
+    planned: Mapping[tuple[str, str], int] | None = None,
+) -> int:
+    """Say what makes the sweep's numbers untrustworthy, one line each, and choose the exit code: a gate that
+    failed (EXIT_ERRORS; the verdict `eval_catalog`'s blocking checks record), then a Dagster step that failed
+    (EXIT_STEP_FAILED)."""
+    gates_failed = print_gate_verdict(duckdb_path, sweep_id, thresholds, planned) if duckdb_path.is_file() else False
     if failures:
         print(f"eval-pipelines: failed: {', '.join(failures)} (see `dagster dev -w workspace.yaml`)", file=sys.stderr)
-    if broken:
+    if gates_failed:
         return EXIT_ERRORS
     return EXIT_STEP_FAILED if failures else 0
+
+
+def print_gate_verdict(
+    duckdb_path: Path, sweep_id: str | None, thresholds: Thresholds, planned: Mapping[tuple[str, str], int] | None
+) -> bool:
+    """Print each failing gate's lines (naming the gate) to stderr; True when some gate failed."""
+    from eval_pipelines.pipeline.gates import evaluate_gates
+
+    verdict = evaluate_gates(duckdb_path, sweep_id, thresholds, planned)
+    for line in verdict.lines():
+        print(f"eval-pipelines: {line}", file=sys.stderr)
+    if not verdict.passed:
+        names = ", ".join(r.gate for r in verdict.failed)
+        print(f"eval-pipelines: not published: gate(s) {names} failed", file=sys.stderr)
+    return not verdict.passed
 
 
 def preflight(sweep: SweepConfig, scenarios: Sequence[ScenarioFiles], config_path: Path) -> None:
@@ -629,6 +652,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipelines.reports import ReportError, build_report
 
     db = Path(args.db) if args.db else data_dir() / "eval.duckdb"
+    if db.is_file() and report_gates_failed(db, args.sweep):
+        return EXIT_ERRORS
     try:
         with ProgressReporter(None, "report", transient=True) as progress:
             out = Path(args.out) if args.out else data_dir() / "reports" / "report.html"
@@ -639,6 +664,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     for chart in files.charts.values():
         print(f"  {chart}")
     return 0
+
+
+def report_gates_failed(db: Path, sweep_id: str | None) -> bool:
+    """The gates of the sweep the report would show, with its config's thresholds (the defaults when no config
+    of the project names it); True, after printing why, when one fails and the report must not be written."""
+    from eval_pipelines.pipeline.gates import Thresholds, latest_sweep_id, planned_rollouts, sweep_config_for
+
+    sweep_id = sweep_id or latest_sweep_id(db)
+    if sweep_id is None:
+        return False  # an empty catalog: the report says so
+    try:
+        sweep = sweep_config_for(sweep_id, load_all_sweeps(sweeps_dir()))
+    except ConfigError as exc:
+        print(f"eval-pipelines: the gates use their default thresholds: {exc}", file=sys.stderr)
+        sweep = None
+    planned = planned_rollouts(sweep, ScenarioCatalog()) if sweep is not None else None
+    return print_gate_verdict(db, sweep_id, Thresholds.of(sweep), planned)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
