@@ -1,6 +1,7 @@
-"""The report renders in a real browser: headless Debian `chromium` loads the HTML and every chart image decodes
-to its full size. The report itself has no script; the test loads a copy with a probe script appended that
-writes each image's natural size into the DOM, then reads it from `--dump-dom`."""
+"""The report renders in a real browser: headless Debian `chromium` loads the HTML in a 1280 px window, every chart
+image decodes to its full size, and nothing makes the page wider than the window (its wide tables scroll in their
+own box). The report itself has no script; the test loads a copy with a probe script appended that writes each
+image's natural size and the page's widths into the DOM, then reads them from `--dump-dom`."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ CHART_IDS = {"chart-pass-rate", "chart-pass-hat-k", "chart-cost", "chart-task-he
 PROBE = """
 <img id="control-broken" alt="control" src="data:image/png;base64,AAAA">
 <pre id="image-sizes">pending</pre>
+<pre id="page-widths">pending</pre>
 <script>
 window.addEventListener("load", function () {
   var sizes = Array.from(document.images).map(function (img) {
@@ -35,7 +37,12 @@ window.addEventListener("load", function () {
     return {id: figure ? figure.id : img.id, complete: img.complete,
             width: img.naturalWidth, height: img.naturalHeight};
   });
+  // Measured before the probe writes its own (unwrapped) lines into the page.
+  var root = document.documentElement;
+  var tables = Array.from(document.querySelectorAll("table")).map(function (t) { return t.scrollWidth; });
+  var widths = {scroll: root.scrollWidth, client: root.clientWidth, widest_table: Math.max.apply(null, tables)};
   document.getElementById("image-sizes").textContent = JSON.stringify(sizes);
+  document.getElementById("page-widths").textContent = JSON.stringify(widths);
 });
 </script>
 """
@@ -55,6 +62,7 @@ def _dump_dom(page: Path, profile: Path) -> str:
             "--disable-component-update",
             "--disable-sync",
             f"--user-data-dir={profile}",
+            "--window-size=1280,900",
             # Lets the load event and the probe run before the DOM is dumped, without a wall-clock sleep.
             "--virtual-time-budget=10000",
             "--dump-dom",
@@ -97,3 +105,9 @@ def test_every_chart_decodes_at_its_full_size_in_chromium(report_catalog: Path, 
         assert size["complete"] and size["width"] > 300 and size["height"] > 200, size
         assert (size["width"], size["height"]) == _svg_size(svg_of[chart_id])
     assert "Evaluation report: sweep" in dom and "sim-oracle (simulated)" in dom
+    widths_found = re.search(r'<pre id="page-widths">(.*?)</pre>', dom, re.S)
+    assert widths_found, dom[-2000:]
+    widths = json.loads(html.unescape(widths_found.group(1)))
+    # The per-group table is wider than the page's column, and scrolls in its box instead of widening the page.
+    assert 1200 <= widths["client"] <= 1280 and widths["scroll"] <= widths["client"], widths
+    assert widths["widest_table"] > widths["client"] - 64, widths

@@ -12,13 +12,25 @@ filters and pages that table with LIMIT/OFFSET, which stays in milliseconds at 1
 `rollout_scores` itself would rank every verdict of the warehouse again for each page. The matrix reads the metric
 views, computed from the catalog's `task_totals` snapshot, so it is cached per snapshot too. A rollout page reads
 the live table views, narrowed by the rollout's Hive keys so that DuckDB opens only its partition's files.
+
+A sweep can be newer than the catalog: its files are in the warehouse (a sweep still running, a partition run by
+the daemon, a catalog build that failed) while the catalog's `task_totals` table was computed before them, so the
+live views list the sweep's rollouts and the metric views have no row for it. At most once a second a request
+looks for warehouse files newer than the catalog it reads; when there are some, the viewer builds a catalog of its
+own (`build_catalog` into a private temporary folder: the project's file is never written) and reads that until
+the project's catalog is rebuilt after them. The home page says when it does.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +47,9 @@ from eval_pipelines.reports.viewer.detail import (
     transcript,
 )
 from eval_pipelines.schemas.runs import ErrorClass
+from eval_pipelines.warehouse.catalog import build_catalog
+from eval_pipelines.warehouse.store import PARQUET_SUFFIX
+from eval_pipelines.warehouse.tables import TABLE_SPECS
 
 OUTCOMES = ("passed", "failed", "error", "unscored")
 #: How much of an error's message the rollout list shows (the rollout's page shows all of it).
@@ -49,6 +64,8 @@ MAX_PER_PAGE = 200
 #: The attachment's name: every catalog view is read as `cat.<view>` by a cursor that did `use cat`.
 _CATALOG = "cat"
 _MEMORY = "memory"
+#: How often a request may look for warehouse files newer than the catalog it reads (seconds).
+WAREHOUSE_CHECK_SECONDS = 1.0
 
 
 class NotFound(LookupError):
@@ -168,6 +185,8 @@ class Matrix:
     cells: dict[tuple[str, str], dict[str, Any]]
     overall: dict[str, dict[str, Any]]
     error_classes: dict[str, list[tuple[str, int]]]
+    #: The sweep's rollouts by outcome (passed, failed, error, unscored), for a matrix with no cell to say why.
+    outcomes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -306,11 +325,72 @@ def _identity(path: Path) -> tuple[int, int, int, int]:
     return stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
-class Snapshot:
-    """One attached catalog file, its rollout index, and what was computed from it."""
+def _attached_views(path: Path) -> list[tuple[str, str]]:
+    """(view name, SQL) of the catalog's views, read through an attachment (see the module's note)."""
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(f"attach {_quote(str(path))} as {_CATALOG} (read_only)")
+        rows = con.execute("select view_name, sql from duckdb_views() where database_name = ?", [_CATALOG]).fetchall()
+    except duckdb.Error as exc:
+        raise ReportError(f"{path}: cannot read the catalog: {exc}") from None
+    finally:
+        con.close()
+    return [(str(name), str(sql or "")) for name, sql in rows]
 
-    def __init__(self, path: Path, identity: tuple[int, int, int, int]) -> None:
+
+def catalog_warehouse(path: Path) -> Path | None:
+    """The warehouse a catalog's table views read (the folder above a table's glob), or, when every table was
+    empty at its build, the project's layout's `warehouse/` beside the catalog if there is one."""
+    for name, sql in _attached_views(path):
+        match = re.search(r"read_parquet\('((?:[^']|'')*)'", sql) if name in TABLE_SPECS else None
+        if match is None:
+            continue
+        glob = match.group(1).replace("''", "'")
+        cut = glob.rfind(f"/{name}/")
+        if cut > 0:
+            return Path(glob[:cut])
+    beside = path.parent / "warehouse"
+    return beside if beside.is_dir() else None
+
+
+def newest_file_ns(root: Path) -> int:
+    """The newest modification time (ns) of the warehouse's Parquet files; 0 without any. Files being written
+    (hidden temporary names) do not count: they are renamed into place when complete."""
+    newest = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(PARQUET_SUFFIX) and not name.startswith("."):
+                try:
+                    newest = max(newest, os.stat(os.path.join(folder, name)).st_mtime_ns)
+                except FileNotFoundError:  # replaced meanwhile
+                    continue
+    return newest
+
+
+def _clock(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+class Snapshot:
+    """One attached catalog file, its rollout index, and what was computed from it.
+
+    `identity` is the project's catalog file's as it was read; `path` is the file read, which is a catalog the
+    viewer built itself (`private`) when the project's is older than the warehouse's newest files."""
+
+    def __init__(
+        self,
+        path: Path,
+        identity: tuple[int, int, int, int],
+        *,
+        private: bool = False,
+        catalog_note: str | None = None,
+    ) -> None:
         self.identity = identity
+        self.private = private
+        #: Said on the home page when the pages do not read the project's catalog as it is.
+        self.catalog_note = catalog_note
+        #: When the catalog read was built (its file's modification time).
+        self.built_ns = _identity(path)[2]
         self._con = duckdb.connect(":memory:")
         try:
             self._con.execute(f"attach {_quote(str(path))} as {_CATALOG} (read_only)")
@@ -391,17 +471,29 @@ class Snapshot:
             "where sweep_id = ? and outcome = 'error' group by all order by model_name, count(*) desc, error_class",
             [sweep_id],
         ).fetchall()
+        unverified = cur.execute(
+            f"select model_name, scenario_id, count(*) from {_MEMORY}.main.rollout_index "
+            "where sweep_id = ? and outcome is null group by all",
+            [sweep_id],
+        ).fetchall()
         malformed = {(str(m), str(s)): int(n) for m, s, n in flagged}
+        unscored = {(str(m), str(s)): int(n) for m, s, n in unverified}
         cells: dict[tuple[str, str], dict[str, Any]] = {}
         simulated: dict[str, bool] = {}
         for row in groups:
             name = row["model_name"]
             simulated[name] = simulated.get(name, False) or bool(row["is_simulated"])
-            cells[(name, row["scenario_id"])] = {**row, "malformed": malformed.get((name, row["scenario_id"]), 0)}
+            key = (name, row["scenario_id"])
+            cells[key] = {**row, "malformed": malformed.get(key, 0), "unscored": unscored.get(key, 0)}
         error_classes: dict[str, list[tuple[str, int]]] = {}
         for name, error_class, count in classes:
             # rollout_scores gives every error its class, so each links to the list of that class.
             error_classes.setdefault(str(name), []).append((str(error_class), int(count)))
+        outcomes = cur.execute(
+            f"select coalesce(outcome, 'unscored'), count(*) from {_MEMORY}.main.rollout_index "
+            "where sweep_id = ? group by all",
+            [sweep_id],
+        ).fetchall()
         return Matrix(
             sweep_id=sweep_id,
             scenarios=sorted({row["scenario_id"] for row in groups}),
@@ -409,6 +501,7 @@ class Snapshot:
             cells=cells,
             overall={row["model_name"]: row for row in overall},
             error_classes=error_classes,
+            outcomes={str(outcome): int(n) for outcome, n in outcomes},
         )
 
     def has_benchmark_rollouts(self, sweep_id: str) -> bool:
@@ -611,22 +704,65 @@ class Snapshot:
 
 
 class ViewerCatalog:
-    """The catalog as the server reads it: the current snapshot, replaced when the file is rebuilt."""
+    """The catalog as the server reads it: the current snapshot, replaced when the file is rebuilt, and a catalog
+    of the viewer's own while the warehouse holds files newer than the project's catalog (see the module's note).
 
-    def __init__(self, path: Path) -> None:
+    `warehouse` is the folder the catalog's views read; by default the one they name."""
+
+    def __init__(self, path: Path, warehouse: Path | None = None) -> None:
         self.path = Path(path).resolve()
         # The reports' own check first, so a missing or unreadable catalog reads the same in every command.
         open_catalog(self.path).close()
+        self._given_warehouse = Path(warehouse).resolve() if warehouse is not None else None
+        self.warehouse = self._given_warehouse or catalog_warehouse(self.path)
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
+        self._checked_at = float("-inf")
+        self._private: tempfile.TemporaryDirectory[str] | None = None
         self.snapshot()
+
+    def _behind(self, snapshot: Snapshot, *, now: bool = False) -> bool:
+        """Whether the warehouse has files newer than the catalog `snapshot` reads (looked at once a second)."""
+        if self.warehouse is None:
+            return False
+        if not now and time.monotonic() - self._checked_at < WAREHOUSE_CHECK_SECONDS:
+            return False
+        self._checked_at = time.monotonic()
+        return newest_file_ns(self.warehouse) > snapshot.built_ns
 
     def snapshot(self) -> Snapshot:
         identity = _identity(self.path)
         current = self._snapshot
-        if current is not None and current.identity == identity:
+        if current is not None and current.identity == identity and not self._behind(current):
             return current
         with self._lock:  # one rebuild at a time; the others wait for it rather than index the file again
-            if self._snapshot is None or self._snapshot.identity != identity:
-                self._snapshot = Snapshot(self.path, identity)
-            return self._snapshot
+            current = self._snapshot
+            if current is None or current.identity != identity or self._behind(current, now=True):
+                current = self._snapshot = self._read(identity)
+            return current
+
+    def _read(self, identity: tuple[int, int, int, int]) -> Snapshot:
+        if self._given_warehouse is None and self._snapshot is not None and self._snapshot.identity != identity:
+            self.warehouse = catalog_warehouse(self.path)  # a rebuilt catalog may read another folder
+        newest = newest_file_ns(self.warehouse) if self.warehouse is not None else 0
+        if newest <= identity[2] or self.warehouse is None:
+            return Snapshot(self.path, identity)
+        if self._private is None:
+            self._private = tempfile.TemporaryDirectory(prefix="eval-pipelines-viewer-")
+        private = Path(self._private.name) / "catalog.duckdb"
+        try:
+            build_catalog(self.warehouse, private)
+        except (OSError, ValueError, duckdb.Error) as exc:
+            note = (
+                f"{self.path} was built at {_clock(identity[2])}, before the warehouse's newest file "
+                f"({_clock(newest)}), and the viewer could not build a newer catalog ({exc}): the newest rollouts "
+                "may be missing or unscored here."
+            )
+            return Snapshot(self.path, identity, catalog_note=note)
+        note = (
+            f"{self.path} was built at {_clock(identity[2])}, before the warehouse's newest file ({_clock(newest)}). "
+            f"These pages read a catalog the viewer built from the warehouse at {_clock(_identity(private)[2])} "
+            "(your file is left as it is); the next eval-pipelines sweep, or materialisation of eval_catalog, "
+            "rebuilds it."
+        )
+        return Snapshot(private, identity, private=True, catalog_note=note)
