@@ -135,7 +135,14 @@ def create_app(db: Path | ViewerCatalog) -> FastAPI:
     def home(request: Request) -> HTMLResponse:
         snapshot = catalog.snapshot()
         if not snapshot.sweeps:
-            return page("index.html", sweeps=[], matrix=None, shown=None, has_benchmarks=False)
+            return page(
+                "index.html",
+                sweeps=[],
+                matrix=None,
+                shown=None,
+                has_benchmarks=False,
+                catalog_note=snapshot.catalog_note,
+            )
         shown = snapshot.sweep(param(request.query_params, "sweep"))
         return page(
             "index.html",
@@ -143,6 +150,7 @@ def create_app(db: Path | ViewerCatalog) -> FastAPI:
             matrix=snapshot.matrix(shown),
             shown=shown,
             has_benchmarks=snapshot.has_benchmark_rollouts(shown),
+            catalog_note=snapshot.catalog_note,
             judges=calibration(snapshot, shown),
         )
 
