@@ -652,7 +652,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipelines.reports import ReportError, build_report
 
     db = Path(args.db) if args.db else data_dir() / "eval.duckdb"
-    if db.is_file() and report_gates_failed(db, args.sweep):
+    if db.is_file() and report_gates_failed(db, args.sweep) and not args.ignore_gates:
         return EXIT_ERRORS
     try:
         with ProgressReporter(None, "report", transient=True) as progress:
@@ -1045,6 +1045,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--sweep", default=None, help="sweep id; default: the most recently started sweep")
     report.add_argument("--out", default=None, help="HTML path, SVGs beside it; default: data/reports/report.html")
     report.add_argument("--db", default=None, help="catalog to read; default: data/eval.duckdb")
+    report.add_argument(
+        "--ignore-gates",
+        action="store_true",
+        help="write the report even when a gate fails (the failing gates are still printed); default: a failing "
+        f"gate writes nothing and exits {EXIT_ERRORS}",
+    )
     report.set_defaults(func=cmd_report)
     export = sub.add_parser(
         "export",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipelines.cli import EXIT_ERRORS
 from eval_pipelines.reports import build_report, load_report_data
 from eval_pipelines.reports.charts import pass_hat_k_chart, pass_rate_chart, task_heatmap_chart
 from eval_pipelines.reports.html import ALL_ERRORED, pass_rate_markdown
@@ -57,12 +58,12 @@ def _texts(svg: str) -> str:
 
 def test_the_cli_report_exits_0_and_shows_the_pair_as_errors(catalog: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
-    done = subprocess.run(
-        [sys.executable, "-m", "eval_pipelines.cli", "report", "--db", str(catalog), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    argv = [sys.executable, "-m", "eval_pipelines.cli", "report", "--db", str(catalog), "--out", str(out)]
+    # The all-errored pair fails the error_share and coverage gates: the report is held, naming them.
+    held = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert held.returncode == EXIT_ERRORS and not out.exists(), held.stderr
+    assert f"gate error_share failed for sweep {f.SWEEP}: errors above 20%: {DEAD}" in held.stderr, held.stderr
+    done = subprocess.run([*argv, "--ignore-gates"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     page = out.read_text(encoding="utf-8")
