@@ -60,7 +60,7 @@ MODEL_COMPARISON = MetricView(
     "(`task_epochs`: the same task_id and rollout_index), `mcnemar_p_value` is McNemar's exact test on the "
     f"discordant epochs. `mdd` is the minimum detectable difference (power {POWER:.0%}, two-sided alpha "
     f"{ALPHA}) for this sweep's tasks and epochs, and `epochs_needed` the epochs per task that would detect "
-    f"{DEFAULT_DETECTABLE_DIFFERENCE:.0%} (see docs/warehouse.md).",
+    f"{DEFAULT_DETECTABLE_DIFFERENCE * 100:g} points (see the Power note above).",
     sql=f"""
 with rates as materialized (
     select sweep_id, scenario_id, model_name, task_id, is_simulated, passes / n as rate

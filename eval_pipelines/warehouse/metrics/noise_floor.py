@@ -19,8 +19,9 @@ NOISE_FLOOR = MetricView(
     doc="Per sweep x scenario x model: how often a task's verdict flips between two epochs (identical runs), "
     "pass@k beside pass^k at the sweep's epochs, and the smallest difference from an equally noisy model that "
     f"this noise alone lets a paired comparison detect (power {POWER:.0%}, two-sided alpha {ALPHA}), with the "
-    f"epochs per task that {DEFAULT_DETECTABLE_DIFFERENCE:.0%} needs. A floor: the epoch-to-epoch noise is all "
-    "it counts; the task-to-task variation of a real difference (`model_comparison.sigma2_between`) only adds.",
+    f"epochs per task that {DEFAULT_DETECTABLE_DIFFERENCE * 100:g} points need. A floor: the epoch-to-epoch "
+    "noise is all it counts; the task-to-task variation of a real difference (`model_comparison.sigma2_between`) "
+    "only adds.",
     sql=f"""
 with tasks as (
     select
