@@ -871,8 +871,10 @@ def init_production_next(root: Path, *, celery: bool) -> str:
     """What a production project needs besides its files: the environment, and the worker command."""
     from eval_pipelines.inputs.scaffold import CELERY_WORKER_COMMAND, CELERY_WORKER_SCRIPT
 
+    extras = "celery,postgres" if celery else "postgres"
     lines = [
-        "dagster.yaml now stores runs in Postgres; set, wherever Dagster or a worker runs:",
+        f"dagster.yaml now stores runs in Postgres (needs: pip install 'eval_pipelines[{extras}]'); set, wherever "
+        "Dagster or a worker runs:",
         f"  export DAGSTER_HOME={root} DAGSTER_PG_HOST=... DAGSTER_PG_PORT=5432 DAGSTER_PG_USERNAME=... "
         "DAGSTER_PG_PASSWORD=... DAGSTER_PG_DB=...",
         "  dagster instance concurrency set llm_api 4   # once per database, before the first sweep",
