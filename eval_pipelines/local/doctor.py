@@ -197,6 +197,8 @@ def _answers(host: str, port: int, path: str) -> bool:
 def _postgres_line(environ: Mapping[str, str], connect: Callable[[str, int], bool]) -> Line:
     if instance_storage(_instance_file(environ)) != "postgres" and not environ.get("DAGSTER_PG_HOST"):
         return Line("postgres", "not configured (the instance is SQLite under data/dagster)")
+    if instance_storage(_instance_file(environ)) == "postgres" and _version("dagster-postgres") is None:
+        return Line("postgres", "the instance uses Postgres: pip install 'eval_pipelines[postgres]'", ok=False)
     host, pg_port = environ.get("DAGSTER_PG_HOST"), environ.get("DAGSTER_PG_PORT", "5432")
     if not host:
         return Line("postgres", "the instance uses Postgres but DAGSTER_PG_HOST is not set", ok=False)
