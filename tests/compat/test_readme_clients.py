@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,8 @@ def run_script(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("SIMLAB_", "EVAL_SERVICE_", "PLATFORM_"))},
         "HOME": str(cwd / "home"),
+        # the README's `eval-pipelines` is the installed command: this interpreter's venv first on PATH
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "EVAL_PIPELINES_DATA_DIR": str(cwd / "data"),
         "NO_COLOR": "1",
         "COLUMNS": "200",

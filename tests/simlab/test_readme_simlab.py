@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 
 def readme_block(marker: str) -> str:
-    match = re.search(rf"<!-- readme:{marker} -->\n```\w+\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    match = re.search(rf"<!-- readme:{marker} -->\n```\w+[^\n]*\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
     assert match is not None, f"README has no block marked readme:{marker}"
     return match.group(1)
 
@@ -27,6 +28,8 @@ def test_the_bundle_walkthrough_imports_and_sweeps_and_the_export_commands_run(t
         (tmp_path / name).symlink_to(ROOT / name)
     env = {
         **os.environ,
+        # the README's `eval-pipelines` is the installed command: this interpreter's venv first on PATH
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "EVAL_PIPELINES_DATA_DIR": str(tmp_path / "data"),
         "EVAL_PIPELINES_SCENARIOS_DIR": str(tmp_path / "scenarios"),
         "NO_COLOR": "1",
