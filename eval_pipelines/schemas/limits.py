@@ -56,6 +56,8 @@ MAX_MODEL_CONCURRENCY = 256
 #: use) that exist at once; past it the least recently used is deleted. They share the tool host with rollouts,
 #: whose own bound is the host's `max_workspaces`.
 MAX_CALLER_WORKSPACES = 256
+#: Most workspaces one `POST /workspaces/batch-delete` may name (finished rollouts' workspaces, deleted together).
+MAX_WORKSPACES_PER_BATCH_DELETE = 256
 #: A caller workspace unused for this long is deleted.
 CALLER_WORKSPACE_IDLE_SECONDS = 3600
 #: Task listings whose URLs can still provision a workspace; the oldest are forgotten first.

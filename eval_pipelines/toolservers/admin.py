@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
@@ -9,9 +10,12 @@ import httpx
 
 from eval_pipelines.lib.http_pool import pooled_client
 from eval_pipelines.lib.json_http import json_content, response_json
+from eval_pipelines.schemas.limits import MAX_WORKSPACES_PER_BATCH_DELETE
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_CONNECTIONS = 100
+#: What separates a workspace's server base URL from its id in a tool_server_url.
+WORKSPACES_PATH = "/workspaces/"
 
 
 class WorkspaceError(Exception):
@@ -51,6 +55,8 @@ class ToolServerAdmin:
     ) -> None:
         self._client = client
         self._pool: httpx.AsyncClient | None = None
+        #: servers that answered a batch delete with 404 or 405
+        self._without_batch_delete: set[str] = set()
         self.timeout_seconds = timeout_seconds
         self.max_connections = max_connections
 
@@ -158,6 +164,44 @@ class ToolServerAdmin:
     async def delete_workspace(self, tool_server_url: str) -> None:
         url = tool_server_url.rstrip("/")
         await self._request("DELETE", url, "delete workspace", url)
+
+    async def delete_workspaces(self, tool_server_urls: Sequence[str]) -> None:
+        """Delete finished workspaces, those of one server in one `POST <base>/workspaces/batch-delete` where it
+        has that route (the built-in ones do); otherwise, or after it answered 404 or 405 once, one by one.
+        Raises WorkspaceError for the first server that failed, after trying every server."""
+        by_base: dict[str, list[str]] = {}
+        for url in tool_server_urls:
+            base, separator, workspace_id = url.rstrip("/").rpartition(WORKSPACES_PATH)
+            if separator and workspace_id and "/" not in workspace_id:
+                by_base.setdefault(base, []).append(workspace_id)
+            else:
+                by_base.setdefault(url.rstrip("/"), []).append("")
+        failure: WorkspaceError | None = None
+        for base, workspace_ids in by_base.items():
+            try:
+                await self._delete_from(base, workspace_ids)
+            except WorkspaceError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    async def _delete_from(self, base: str, workspace_ids: list[str]) -> None:
+        if "" in workspace_ids or base in self._without_batch_delete:
+            for workspace_id in workspace_ids:
+                await self.delete_workspace(f"{base}{WORKSPACES_PATH}{workspace_id}" if workspace_id else base)
+            return
+        for start in range(0, len(workspace_ids), MAX_WORKSPACES_PER_BATCH_DELETE):
+            chunk = workspace_ids[start : start + MAX_WORKSPACES_PER_BATCH_DELETE]
+            try:
+                await self._request(
+                    "POST", f"{base}/workspaces/batch-delete", "delete workspaces", base, json={"workspace_ids": chunk}
+                )
+            except WorkspaceError as exc:
+                if exc.status_code not in (404, 405):
+                    raise
+                self._without_batch_delete.add(base)  # a server without the route: one by one from now on
+                await self._delete_from(base, workspace_ids[start:])
+                return
 
     async def aclose(self) -> None:
         if self._pool is not None:

@@ -27,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 from eval_pipelines.lib.body_limit import BodyLimit, replay_body
 from eval_pipelines.schemas._base import StrictModel
 from eval_pipelines.schemas.hosted import hosted_tool
-from eval_pipelines.schemas.limits import MAX_TOOL_SERVER_REQUEST_BYTES
+from eval_pipelines.schemas.limits import MAX_TOOL_SERVER_REQUEST_BYTES, MAX_WORKSPACES_PER_BATCH_DELETE
 from eval_pipelines.schemas.tools import LISTING_SCOPE_KEY, DiffScope, ListingScope, StepRequest
 from eval_pipelines.toolservers.base import (
     BuiltinToolServer,
@@ -65,6 +65,10 @@ class CreateWorkspaceRequest(StrictModel):
     #: start from this state (a snapshot's `state`) instead of a seeded new one: re-verification brings a
     #: finished rollout's final state back for verifiers that query the server
     state: dict[str, Any] | None = None
+
+
+class BatchDeleteRequest(StrictModel):
+    workspace_ids: list[str] = Field(max_length=MAX_WORKSPACES_PER_BATCH_DELETE)
 
 
 class SeedRequest(StrictModel):
@@ -384,6 +388,20 @@ async def create_workspace(store: StoreDep, request: CreateWorkspaceRequest | No
 @workspace_routes.delete("/{workspace_id}")
 async def delete_workspace(workspace_id: str, store: StoreDep) -> StateResponse:
     return StateResponse(await _deleted(store, workspace_id))
+
+
+@workspace_routes.post("/batch-delete")
+async def batch_delete_workspaces(request: BatchDeleteRequest, store: StoreDep) -> dict[str, list[str]]:
+    """Delete finished workspaces together (one request instead of one each); ids already gone are `missing`."""
+    deleted: list[str] = []
+    missing: list[str] = []
+    for workspace_id in request.workspace_ids:
+        if workspace_id not in store.workspaces:
+            missing.append(workspace_id)
+            continue
+        await store.adelete(workspace_id)
+        deleted.append(workspace_id)
+    return {"deleted": deleted, "missing": missing}
 
 
 @workspace_routes.post("/{workspace_id}/seed")
