@@ -89,6 +89,8 @@ from eval_pipelines.verifiers.simlab_view import simlab_task
 
 #: The tool server whose workspaces host the task's NPCs.
 NPC_SERVER = ChatServer.name
+#: How long finished rollouts' workspaces wait to be deleted together (see `RolloutEngine.background_cleanup`).
+REAP_DELAY_SECONDS = 0.05
 
 #: (spec, clients, stop event) -> agent; on a multi-turn task the engine also passes `user=` (a `User`).
 AgentFactory = Callable[..., BaseAgent]
@@ -249,6 +251,11 @@ class RolloutEngine:
         #: whoever sets it awaits `drain()` before closing `admin`.
         self.background_cleanup = background_cleanup
         self._cleanups: set[asyncio.Task[None]] = set()
+        #: finished rollouts' workspaces waiting for the reaper, which deletes those of a server in one request
+        self._doomed: list[str] = []
+        self._reaper: asyncio.Task[None] | None = None
+        #: set by `drain()`: the reaper deletes what waits at once instead of gathering more
+        self._reap_now = asyncio.Event()
         #: (tool server base URL, scenario, task) -> the listing the first rollout of that task read. A task's
         #: tools do not change during a run, and every later rollout saves a request and its parsing. Keyed by
         #: task, not by server alone: a benchmark's server lists the tools of the classes a task's seed names.
@@ -334,9 +341,8 @@ class RolloutEngine:
             if environment is not None:
                 await environment.aclose()
             if self.background_cleanup and workspaces:
-                task = asyncio.create_task(self._delete_workspaces(list(workspaces.values())))
-                self._cleanups.add(task)
-                task.add_done_callback(self._cleanups.discard)
+                self._doomed.extend(workspaces.values())
+                self._schedule_reaping()
             else:
                 await self._delete_workspaces(list(workspaces.values()))
 
@@ -375,10 +381,34 @@ class RolloutEngine:
             with contextlib.suppress(WorkspaceError):
                 await self.admin.delete_workspace(url)
 
+    def _schedule_reaping(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.create_task(self._reap())
+            self._cleanups.add(self._reaper)
+            self._reaper.add_done_callback(self._cleanups.discard)
+
+    async def _reap(self) -> None:
+        while self._doomed:
+            # Rollouts that finish close together have their workspaces deleted in one request per server: a
+            # request per rollout was a visible share of a rollout's CPU, here and in the tool host.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(REAP_DELAY_SECONDS):
+                    await self._reap_now.wait()
+            urls, self._doomed = self._doomed, []
+            # Best effort: the results are already decided and a stale workspace only costs memory.
+            with contextlib.suppress(WorkspaceError):
+                await self.admin.delete_workspaces(urls)
+
     async def drain(self) -> None:
         """Wait for the workspace deletions still running in the background (see `background_cleanup`)."""
-        while self._cleanups:
-            await asyncio.gather(*list(self._cleanups), return_exceptions=True)
+        self._reap_now.set()
+        try:
+            while self._cleanups or self._doomed:
+                if self._doomed:
+                    self._schedule_reaping()
+                await asyncio.gather(*list(self._cleanups), return_exceptions=True)
+        finally:
+            self._reap_now.clear()
 
     @classmethod
     def _listing_key(cls, spec: RolloutSpec, server: str, task_wide: bool = True) -> tuple[str, str, str]:
