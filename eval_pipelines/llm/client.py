@@ -324,7 +324,7 @@ class ChatClient:
         subject = f"chat completion for model {model!r} at {where}"
         try:
             data: Any = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser goes
             raise LLMResponseError(
                 f"{subject} returned HTTP {response.status_code} with a body that is not JSON (garbage or "
                 f"truncated): {self._body_excerpt(response)}",
@@ -373,7 +373,7 @@ class ChatClient:
             data: Any = response.json()
             items = data["data"] if isinstance(data, dict) else data
             return [str(item["id"]) for item in items]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             raise LLMResponseError(
                 f"GET {redact_url(url)} returned an unreadable model list: {self._body_excerpt(response)}",
                 status=response.status_code,
