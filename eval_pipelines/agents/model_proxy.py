@@ -40,10 +40,49 @@ from eval_pipelines.schemas.model_config import ModelConfig
 LOOPBACK = "127.0.0.1"
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODEL_LIST_PATHS = ("/v1/models", "/models")
+#: Header lines one request may carry (each is at most the stream's line limit, 64 KiB).
+MAX_HEADER_LINES = 100
 
 
 def _error(status: HTTPStatus, message: str, kind: str = "invalid_request_error") -> tuple[int, dict[str, Any]]:
     return status.value, {"error": {"message": message, "type": kind, "code": status.value}}
+
+
+class _Malformed(Exception):
+    """A request that is not HTTP/1.1 as this server reads it: answered `status`, then the connection closes."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+async def _read_head(request_line: bytes, reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str]]:
+    """The method, target and headers (lower-cased names) of a request whose first line is `request_line`."""
+    parts = request_line.decode("latin-1").split(" ", 2)
+    if len(parts) != 3:
+        raise _Malformed(HTTPStatus.BAD_REQUEST, "malformed request line: send METHOD TARGET HTTP/1.1")
+    headers: dict[str, str] = {}
+    for _ in range(MAX_HEADER_LINES + 1):
+        line = await reader.readline()
+        if line in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    else:
+        raise _Malformed(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"more than {MAX_HEADER_LINES} header lines")
+    length = headers.get("content-length", "0") or "0"
+    if not length.isdigit() or not length.isascii():
+        raise _Malformed(HTTPStatus.BAD_REQUEST, "the Content-Length header is not a byte count")
+    return parts[0], parts[1], headers
+
+
+async def _write(writer: asyncio.StreamWriter, status: int, payload: Any, *, keep_open: bool) -> None:
+    data = pydantic_core.to_json(payload)
+    reason = HTTPStatus(status).phrase
+    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+    writer.write((head + ("" if keep_open else "Connection: close\r\n") + "\r\n").encode() + data)
+    await writer.drain()
 
 
 class ModelProxy:
@@ -112,11 +151,12 @@ class ModelProxy:
         request_line = await reader.readline()
         if not request_line.strip():
             return False
-        method, target, _ = request_line.decode("latin-1").split(" ", 2)
-        headers: dict[str, str] = {}
-        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-            name, _, value = line.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
+        try:
+            method, target, headers = await _read_head(request_line, reader)
+        except _Malformed as exc:
+            # Answered, so the agent reads what was wrong rather than a connection that just closed.
+            await _write(writer, *_error(exc.status, exc.message), keep_open=False)
+            return False
         keep_open = headers.get("connection", "").lower() != "close"
         length = int(headers.get("content-length") or 0)
         if "chunked" in headers.get("transfer-encoding", "").lower():
@@ -128,15 +168,13 @@ class ModelProxy:
         else:
             body = await reader.readexactly(length) if length else b""
             status, payload = await self._answer(method, target.split("?", 1)[0].rstrip("/"), headers, body)
-        data = pydantic_core.to_json(payload)
-        reason = HTTPStatus(status).phrase
-        head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-        writer.write((head + ("" if keep_open else "Connection: close\r\n") + "\r\n").encode() + data)
-        await writer.drain()
+        await _write(writer, status, payload, keep_open=keep_open)
         return keep_open
 
     async def _answer(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
-        if not secrets.compare_digest(headers.get("authorization", ""), f"Bearer {self.token}"):
+        # As bytes: the header is whatever the agent sent, and `compare_digest` refuses non-ASCII text.
+        sent = headers.get("authorization", "").encode("latin-1")
+        if not secrets.compare_digest(sent, f"Bearer {self.token}".encode()):
             return _error(HTTPStatus.UNAUTHORIZED, "unknown API key", "authentication_error")
         if method == "GET" and path in MODEL_LIST_PATHS:
             return 200, {"object": "list", "data": [{"id": self._config.model, "object": "model"}]}
@@ -149,6 +187,8 @@ class ModelProxy:
             if data.get("stream"):
                 raise ValueError("streamed completions are not served: send stream=false")
             request = ChatRequest.model_validate(data)
+        except RecursionError:
+            return _error(HTTPStatus.BAD_REQUEST, "not a chat-completions request: the JSON nests too deeply")
         except (ValueError, ValidationError) as exc:
             return _error(HTTPStatus.BAD_REQUEST, f"not a chat-completions request: {str(exc)[:500]}")
         return await self._complete(request)
