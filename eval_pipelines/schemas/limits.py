@@ -56,6 +56,9 @@ MAX_MODEL_CONCURRENCY = 256
 #: use) that exist at once; past it the least recently used is deleted. They share the tool host with rollouts,
 #: whose own bound is the host's `max_workspaces`.
 MAX_CALLER_WORKSPACES = 256
+#: Caller workspaces of one listing's URLs; past it the listing's own least recently used one is deleted, never
+#: another caller's.
+MAX_WORKSPACES_PER_LISTING = 64
 #: Most workspaces one `POST /workspaces/batch-delete` may name (finished rollouts' workspaces, deleted together).
 MAX_WORKSPACES_PER_BATCH_DELETE = 256
 #: A caller workspace unused for this long is deleted.
