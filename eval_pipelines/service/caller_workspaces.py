@@ -6,9 +6,11 @@ a rollout's workspace is, and every later call to that URL reaches the same work
 callers with two workspaces, and a write through one URL is never seen through another's. The token is the
 credential (SimLab's environment sends no key to a tool server): 128 random bits, handed only to a key holder.
 
-Workspaces are reclaimed: one unused for `CALLER_WORKSPACE_IDLE_SECONDS` is deleted, and past
-`MAX_CALLER_WORKSPACES` the least recently used one is. A URL whose workspace is gone answers 410, never a fresh
-workspace that silently lost the caller's changes; a new listing gives new URLs.
+Workspaces are reclaimed: one unused for `CALLER_WORKSPACE_IDLE_SECONDS` is deleted, past
+`MAX_WORKSPACES_PER_LISTING` of one listing that listing's least recently used one is (so one URL holder cannot push
+out every other caller's workspaces), and past `MAX_CALLER_WORKSPACES` the least recently used one is. A URL whose
+workspace is gone answers 410, never a fresh workspace that silently lost the caller's changes; a new listing gives
+new URLs.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from eval_pipelines.lib.redact import redact_url
+from eval_pipelines.lib.redact import redact_text, redact_url
 from eval_pipelines.schemas.hosted import HOSTED_STEP_PREFIX
 from eval_pipelines.schemas.limits import (
     CALLER_STEP_TIMEOUT_SECONDS,
@@ -33,6 +35,7 @@ from eval_pipelines.schemas.limits import (
     LISTING_TOKEN_SECONDS,
     MAX_CALLER_WORKSPACES,
     MAX_LISTING_TOKENS,
+    MAX_WORKSPACES_PER_LISTING,
 )
 from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
 
@@ -90,6 +93,7 @@ class CallerWorkspaces:
         admin: ToolServerAdmin | None = None,
         *,
         max_workspaces: int = MAX_CALLER_WORKSPACES,
+        max_per_listing: int = MAX_WORKSPACES_PER_LISTING,
         idle_seconds: float = CALLER_WORKSPACE_IDLE_SECONDS,
         max_listings: int = MAX_LISTING_TOKENS,
         listing_seconds: float = LISTING_TOKEN_SECONDS,
@@ -98,6 +102,7 @@ class CallerWorkspaces:
     ) -> None:
         self.admin = admin or ToolServerAdmin()
         self.max_workspaces = max_workspaces
+        self.max_per_listing = max_per_listing
         self.idle_seconds = idle_seconds
         self.max_listings = max_listings
         self.listing_seconds = listing_seconds
@@ -163,8 +168,16 @@ class CallerWorkspaces:
             # The seed comes from the scenario, the capacity and the connection from this service: none is the
             # caller's mistake.
             status = 503 if exc.status_code in (None, 503) else 502
-            raise WorkspaceUnavailable(status, f"the tool host could not make the workspace: {exc}") from None
+            # Redacted: the answer goes to whoever holds the URL, with no key, and a tool server's URL may carry
+            # the credentials it is reached with.
+            detail = f"the tool host could not make the workspace: {redact_text(str(exc))}"
+            raise WorkspaceUnavailable(status, detail) from None
         self._workspaces[key] = _Workspace(url, self._clock())
+        # least recently used first, as `_workspaces` is ordered
+        own = [other for other in self._workspaces if other[0] == key[0]]
+        evicted = [(oldest, self._workspaces.pop(oldest)) for oldest in own[: max(0, len(own) - self.max_per_listing)]]
+        for oldest, entry in evicted:
+            await self._delete(oldest, entry)
         while len(self._workspaces) > self.max_workspaces:
             oldest, entry = self._workspaces.popitem(last=False)
             await self._delete(oldest, entry)
