@@ -36,7 +36,7 @@ from eval_pipelines.schemas.service_wire import (
     CliEventAccepted,
     FeedbackRecord,
 )
-from eval_pipelines.service.auth import API_KEY_HEADER
+from eval_pipelines.service.auth import API_KEY_HEADER, ApiKeyRegistry
 from eval_pipelines.service.layout import feedback_log_path
 from eval_pipelines.service.responses import error_doc
 from eval_pipelines.service.state import API_KEY_SCHEME, service_of
@@ -49,7 +49,13 @@ router = APIRouter()
 #: ids): a feedback message is free text, and the log is read by people who must not learn them.
 _CREDENTIAL_SHAPES = re.compile(
     r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b"
+    r"|\bAIza[0-9A-Za-z_-]{30,}|\bhf_[A-Za-z0-9]{20,}|\bBearer\s+[A-Za-z0-9._~+/=-]{12,}"
 )
+#: Where an API key of the service's could start and end: keys hold no whitespace, ':' or ','; and, as `name=key`
+#: is how a key is often pasted, around an '=' too (looked up both ways, as a key may hold one).
+_KEY_BOUNDARIES = (re.compile(r"[\s:,]+"), re.compile(r"[\s:,=]+"))
+#: What may stand around a key pasted into prose (quotes, brackets, a full stop).
+_AROUND_A_WORD = "\"'`()[]{}<>.;!?"
 #: FastAPI's validation error body, which the route's own checks answer with too.
 _VALIDATION_ERRORS = {
     "type": "object",
@@ -100,11 +106,12 @@ async def post_cli_event(request: Request, api_key: CallerKey) -> CliEventAccept
     message = event.properties.get("message")
     if not isinstance(message, str) or not message.strip():
         raise _invalid(["body", "properties", "message"], "a feedback event needs a non-empty message")
+    keys = service_of(request).settings.api_keys
     record = FeedbackRecord(
         received_at=utc_now_iso(),
-        message=_scrubbed(message.strip(), api_key),
+        message=_scrubbed(message.strip(), api_key, keys),
         context={
-            key: _scrubbed(value, api_key)[:MAX_FEEDBACK_CONTEXT_CHARS]
+            key: _scrubbed(value, api_key, keys)[:MAX_FEEDBACK_CONTEXT_CHARS]
             for key in FEEDBACK_CONTEXT_KEYS
             if isinstance(value := event.properties.get(key), str) and value
         },
@@ -148,10 +155,14 @@ def _invalid(loc: list[str], message: str) -> RequestValidationError:
     return RequestValidationError([{"loc": loc, "msg": message, "type": "value_error"}])
 
 
-def _scrubbed(text: str, api_key: str) -> str:
-    """Free text as the feedback log may keep it: the sender's own key, credential-shaped tokens and URL
-    credentials replaced."""
-    return _CREDENTIAL_SHAPES.sub(REDACTED, redact_text(text.replace(api_key, REDACTED)))
+def _scrubbed(text: str, api_key: str, keys: ApiKeyRegistry) -> str:
+    """Free text as the feedback log may keep it: the sender's own key, any other key of the service's (a read-only
+    key's user may paste the write key), credential-shaped tokens and URL credentials replaced."""
+    text = text.replace(api_key, REDACTED)
+    for word in {w.strip(_AROUND_A_WORD) for boundaries in _KEY_BOUNDARIES for w in boundaries.split(text)}:
+        if word and keys.permission(word) is not None:
+            text = text.replace(word, REDACTED)
+    return _CREDENTIAL_SHAPES.sub(REDACTED, redact_text(text))
 
 
 def _append(path: Path, record: FeedbackRecord) -> None:
