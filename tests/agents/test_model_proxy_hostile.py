@@ -13,11 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from eval_pipelines.agents.model_proxy import MAX_HEADER_LINES, ModelProxy
 from eval_pipelines.engine.clients import ChatClientPool
 from eval_pipelines.llm.deadline import RolloutDeadline
 from eval_pipelines.llm.errors import LLMConnectionError, LLMResponseError, LLMTimeoutError
+from eval_pipelines.schemas.agent_environment import MAX_AGENT_PROXY_REQUEST_BYTES
 from eval_pipelines.schemas.model_config import ModelConfig
 from tests.support.scripted_llm import Script, create_scripted_app
 
@@ -90,6 +93,14 @@ async def test_malformed_requests_are_answered_with_what_was_wrong(proxy_for: Ca
     many = b"".join(b"X-Filler-%d: y\r\n" % n for n in range(MAX_HEADER_LINES + 1))
     status, answer = await _raw(proxy, _request(proxy, body, extra=many))
     assert status == 431
+    huge = _request(proxy, b"").replace(
+        b"Content-Length: 0", b"Content-Length: %d" % (MAX_AGENT_PROXY_REQUEST_BYTES + 1)
+    )
+    status, answer = await _raw(proxy, huge)  # answered before any of the body is read
+    assert status == 413
+    chunked = _request(proxy, b"").replace(b"Content-Length: 0", b"Transfer-Encoding: chunked")
+    status, answer = await _raw(proxy, chunked)
+    assert status == 411
     status, answer = await _raw(proxy, _request(proxy, b"\xff\xfe not utf-8"))
     assert status == 400 and "not a chat-completions request" in answer["error"]["message"]
     # none of these reached the endpoint
@@ -127,3 +138,20 @@ async def test_an_endpoint_that_hangs_refuses_or_sends_garbage_is_a_502_kept_as_
     for proxy in (garbage, hanging, refused):
         assert all(CANARY not in str(error) for error in proxy.endpoint_errors)
     assert CANARY not in answer.text
+
+
+async def test_an_endpoint_that_echoes_the_key_in_its_error_does_not_pass_it_to_the_agent(
+    serve: Serve, proxy_for: Callable[..., Any]
+) -> None:
+    echoing = FastAPI()
+
+    @echoing.post("/v1/chat/completions")
+    async def refuse(request: Request) -> JSONResponse:
+        said = f"Incorrect API key provided: {request.headers.get('authorization')}"
+        return JSONResponse({"error": {"message": said}}, status_code=401)
+
+    proxy: ModelProxy = await proxy_for(f"{serve(echoing).url}/v1")
+    async with httpx.AsyncClient(base_url=proxy.base_url, timeout=30) as http:
+        answer = await http.post("/chat/completions", json=BODY, headers={"Authorization": f"Bearer {proxy.token}"})
+    assert answer.status_code == 502 and "Incorrect API key provided" in answer.text
+    assert CANARY not in answer.text and all(CANARY not in str(error) for error in proxy.endpoint_errors)
