@@ -9,6 +9,7 @@ import asyncio
 import json
 import socket
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +23,10 @@ from eval_pipelines.llm.deadline import RolloutDeadline
 from eval_pipelines.llm.errors import LLMConnectionError, LLMResponseError, LLMTimeoutError
 from eval_pipelines.schemas.agent_environment import MAX_AGENT_PROXY_REQUEST_BYTES
 from eval_pipelines.schemas.model_config import ModelConfig
+from eval_pipelines.schemas.runs import ErrorClass, RolloutStatus
+from tests.agents.stand_in_agents import AGENTS_MODULE, SOURCE
+from tests.agents.test_agent_environment import CANARY as SPEC_KEY
+from tests.agents.test_agent_environment import Captured, _own_python, _spec
 from tests.support.scripted_llm import Script, create_scripted_app
 
 CANARY = "sk-canary-proxy-hostile-93b1"
@@ -155,3 +160,15 @@ async def test_an_endpoint_that_echoes_the_key_in_its_error_does_not_pass_it_to_
         answer = await http.post("/chat/completions", json=BODY, headers={"Authorization": f"Bearer {proxy.token}"})
     assert answer.status_code == 502 and "Incorrect API key provided" in answer.text
     assert CANARY not in answer.text and all(CANARY not in str(error) for error in proxy.endpoint_errors)
+
+
+async def test_a_remote_agent_whose_endpoint_hangs_past_the_deadline_ends_in_the_endpoint_s_error(
+    serve: Serve, tool_host: Any, tmp_path: Path
+) -> None:
+    (tmp_path / f"{AGENTS_MODULE}.py").write_text(SOURCE)
+    hanging = serve(create_scripted_app(Script([{"sleep": 60}])))
+    spec = _spec(hanging.url, tool_host, f"{AGENTS_MODULE}:ChatLoopAgent", _own_python(tmp_path), timeout=4.0)
+    outcome = await Captured().execute(spec)
+    # the agent waited on the proxy the whole time: nothing was learned about it
+    assert outcome.status == RolloutStatus.FAILED and outcome.error_class == ErrorClass.MODEL_ENDPOINT
+    assert "unanswered" in outcome.result.message and SPEC_KEY not in outcome.result.message
