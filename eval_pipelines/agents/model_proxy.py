@@ -57,14 +57,23 @@ class _Malformed(Exception):
         self.message = message
 
 
-async def _read_head(request_line: bytes, reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str]]:
-    """The method, target and headers (lower-cased names) of a request whose first line is `request_line`."""
+async def _read_head(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str]] | None:
+    """The next request's method, target and headers (lower-cased names); None when the client is done."""
+    try:
+        request_line = await reader.readline()
+    except ValueError:  # longer than the stream's line limit
+        raise _Malformed(HTTPStatus.REQUEST_URI_TOO_LONG, "the request line is over 64 KiB") from None
+    if not request_line.strip():
+        return None
     parts = request_line.decode("latin-1").split(" ", 2)
     if len(parts) != 3:
         raise _Malformed(HTTPStatus.BAD_REQUEST, "malformed request line: send METHOD TARGET HTTP/1.1")
     headers: dict[str, str] = {}
     for _ in range(MAX_HEADER_LINES + 1):
-        line = await reader.readline()
+        try:
+            line = await reader.readline()
+        except ValueError:
+            raise _Malformed(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "a header line is over 64 KiB") from None
         if line in (b"\r\n", b"\n", b""):
             break
         name, _, value = line.decode("latin-1").partition(":")
@@ -148,15 +157,15 @@ class ModelProxy:
 
     async def _answer_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Read one request and answer it; whether the connection stays open."""
-        request_line = await reader.readline()
-        if not request_line.strip():
-            return False
         try:
-            method, target, headers = await _read_head(request_line, reader)
+            head = await _read_head(reader)
         except _Malformed as exc:
             # Answered, so the agent reads what was wrong rather than a connection that just closed.
             await _write(writer, *_error(exc.status, exc.message), keep_open=False)
             return False
+        if head is None:
+            return False
+        method, target, headers = head
         keep_open = headers.get("connection", "").lower() != "close"
         length = int(headers.get("content-length") or 0)
         if "chunked" in headers.get("transfer-encoding", "").lower():

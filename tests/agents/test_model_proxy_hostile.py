@@ -95,6 +95,10 @@ async def test_malformed_requests_are_answered_with_what_was_wrong(proxy_for: Ca
     assert status == 400 and "request line" in answer["error"]["message"]
     status, answer = await _raw(proxy, _request(proxy, b"{}").replace(b"Content-Length: 2", b"Content-Length: -2"))
     assert status == 400 and "Content-Length" in answer["error"]["message"]
+    status, answer = await _raw(proxy, b"GET /" + b"x" * (70 << 10) + b" HTTP/1.1\r\n\r\n")
+    assert status == 414
+    status, answer = await _raw(proxy, _request(proxy, body, extra=b"X-Long: " + b"y" * (70 << 10) + b"\r\n"))
+    assert status == 431
     many = b"".join(b"X-Filler-%d: y\r\n" % n for n in range(MAX_HEADER_LINES + 1))
     status, answer = await _raw(proxy, _request(proxy, body, extra=many))
     assert status == 431
