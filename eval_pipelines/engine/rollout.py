@@ -366,10 +366,10 @@ class RolloutEngine:
     ) -> None:
         server_wide = environment.server_wide_listings()
         for server, tools in environment.http_tool_listings().items():
-            if server in workspaces:  # a task's own HTTP server may change its tools between rollouts
-                self._tool_listings.setdefault(
-                    self._listing_key(spec, server, task_wide=server not in server_wide), tools
-                )
+            # A task's own HTTP server may change its tools between rollouts; a listing already kept (for every
+            # task of the server) needs no copy under this task's key.
+            if server in workspaces and self._known_listing(spec, server) is None:
+                self._tool_listings[self._listing_key(spec, server, task_wide=server not in server_wide)] = tools
 
     def _known_listing(self, spec: RolloutSpec, server: str) -> list[ToolDefinition] | None:
         listing = self._tool_listings.get(self._listing_key(spec, server))

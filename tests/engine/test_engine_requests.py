@@ -191,3 +191,17 @@ async def test_without_a_scope_each_task_lists_its_own_tools(serve: Any) -> None
     outcomes = await _rollouts_of_distinct_tasks(serve, app)
     assert all(o.status == RolloutStatus.COMPLETED and o.result.success for o in outcomes)
     assert counts["GET workspace/tools"] == 3
+
+
+async def test_a_server_wide_listing_is_kept_once_however_many_tasks(serve: Any) -> None:
+    email = serve(create_app(EmailServer()))
+    engine = RolloutEngine(ChatClientPool(), ToolServerAdmin(), background_cleanup=False)
+    try:
+        for index in range(4):
+            model = serve(create_scripted_app(_script()))
+            task = TASK.model_copy(update={"task_id": f"{TASK.task_id}_kept_{index}"})
+            await engine.execute(dataclasses.replace(_spec(model.url, email.url, index), task=task))
+    finally:
+        await engine.clients.aclose()
+        await engine.admin.aclose()
+    assert len(engine._tool_listings) == 1
