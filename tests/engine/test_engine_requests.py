@@ -35,17 +35,11 @@ def _route(method: str, path: str) -> str:
     return f"{method} {path}"
 
 
-def counting(app: Any, counts: Counter[str], drop_state_from_create: bool = False) -> Callable[..., Any]:
-    """Count requests by route; optionally answer `POST /workspaces` without the state, as an external server
-    following only the protocol's minimum would."""
+def rewrite_json(app: Any, applies: Callable[[Any], bool], rewrite: Callable[[dict[str, Any]], None]) -> Any:
+    """The app, with the JSON answers of the requests `applies` picks changed in place by `rewrite`."""
 
     async def wrapped(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        route = _route(scope["method"], scope["path"])
-        counts[route] += 1
-        if not (drop_state_from_create and route == "POST /workspaces"):
+        if scope["type"] != "http" or not applies(scope):
             await app(scope, receive, send)
             return
         start: dict[str, Any] = {}
@@ -59,13 +53,31 @@ def counting(app: Any, counts: Counter[str], drop_state_from_create: bool = Fals
 
         await app(scope, receive, capture)
         payload = json.loads(bytes(body))
-        payload.pop("state", None)
+        rewrite(payload)
         encoded = json.dumps(payload).encode()
         headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
         await send({**start, "headers": [*headers, (b"content-length", str(len(encoded)).encode())]})
         await send({"type": "http.response.body", "body": encoded})
 
     return wrapped
+
+
+def counting(app: Any, counts: Counter[str], drop_state_from_create: bool = False) -> Callable[..., Any]:
+    """Count requests by route; optionally answer `POST /workspaces` without the state, as an external server
+    following only the protocol's minimum would."""
+    if drop_state_from_create:
+        app = rewrite_json(app, lambda scope: _route(scope["method"], scope["path"]) == "POST /workspaces", _drop_state)
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            counts[_route(scope["method"], scope["path"])] += 1
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def _drop_state(payload: dict[str, Any]) -> None:
+    payload.pop("state", None)
 
 
 def _spec(model_url: str, email_url: str, index: int) -> RolloutSpec:
@@ -138,28 +150,10 @@ async def test_a_server_that_does_not_return_state_is_snapshotted(serve: Any) ->
 def without_listing_scope(app: Any) -> Callable[..., Any]:
     """The server's answers, with `listing_scope` taken out of tool listings (a server that does not say)."""
 
-    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not scope["path"].endswith("/tools"):
-            await app(scope, receive, send)
-            return
-        start: dict[str, Any] = {}
-        body = bytearray()
-
-        async def capture(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                start.update(message)
-            else:
-                body.extend(message.get("body", b""))
-
-        await app(scope, receive, capture)
-        payload = json.loads(bytes(body))
+    def drop_scope(payload: dict[str, Any]) -> None:
         assert payload.pop("listing_scope") == "server"
-        encoded = json.dumps(payload).encode()
-        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
-        await send({**start, "headers": [*headers, (b"content-length", str(len(encoded)).encode())]})
-        await send({"type": "http.response.body", "body": encoded})
 
-    return wrapped
+    return rewrite_json(app, lambda scope: scope["path"].endswith("/tools"), drop_scope)
 
 
 async def _rollouts_of_distinct_tasks(serve: Any, app: Any) -> list[Any]:
