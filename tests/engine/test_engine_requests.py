@@ -17,7 +17,7 @@ from eval_pipelines.schemas.artifacts import META_STATE
 from eval_pipelines.schemas.model_config import ModelConfig
 from eval_pipelines.schemas.runs import RolloutStatus
 from eval_pipelines.toolservers.admin import ToolServerAdmin
-from eval_pipelines.toolservers.app import create_app
+from eval_pipelines.toolservers.app import ToolServerApp, create_app
 from eval_pipelines.toolservers.email import EmailServer
 from eval_pipelines.verifiers.loader import load_verifier_package
 from tests.support.scripted_llm import Script, create_scripted_app, text_reply, tool_call_reply
@@ -132,7 +132,7 @@ async def test_seed_travels_with_the_create_and_tools_are_listed_once(serve: Any
     # The background deletions go in batches (`POST /workspaces/batch-delete`), all awaited by drain().
     assert counts["DELETE workspace"] == 0
     assert 1 <= counts["POST workspace"] <= 3
-    assert app.app.store.workspaces == {}
+    assert workspaces_of(app) == {}
     # The initial state recorded in the artifacts is the seeded one.
     initial = outcomes[0].artifacts.metadata[META_STATE]["email"]["initial"]
     assert initial["emails"] and initial != outcomes[0].artifacts.metadata[META_STATE]["email"]["final"]
@@ -199,3 +199,10 @@ async def test_a_server_wide_listing_is_kept_once_however_many_tasks(serve: Any)
         await engine.clients.aclose()
         await engine.admin.aclose()
     assert len(engine._tool_listings) == 1
+
+
+def workspaces_of(app: Any) -> dict[str, Any]:
+    """The workspaces a built-in server's app (`create_app`) holds now."""
+    server_app = app.app
+    assert isinstance(server_app, ToolServerApp)
+    return server_app.store.workspaces

@@ -178,6 +178,7 @@ async def test_request_urls_are_parsed_once_and_follow_the_base_url(
     from eval_pipelines.lib import http_pool
 
     client = pooled_client(4, timeout=5.0)
+    assert isinstance(client, http_pool.PooledAsyncClient)
     try:
         url = f"{echo.url}/ping?x=1"
         first = client.build_request("GET", url).url
