@@ -51,15 +51,27 @@ class StepLog:
         if not text:
             return 0
         with self._lock:
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in __exit__)
-                stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-                self._file.write(f"== {stamp} pid {os.getpid()} {self.header}\n")
-            self._file.write(_ANSI.sub("", text))
-            self._file.flush()
+            log = self._opened()
+            log.write(_ANSI.sub("", text))
+            log.flush()
             self.lines += text.count("\n")
         return len(text)
+
+    def _opened(self) -> IO[str]:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in __exit__)
+            stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+            self._file.write(f"== {stamp} pid {os.getpid()} {self.header}\n")
+        return self._file
+
+    def fileno(self) -> int:
+        """The log's descriptor (opened for appending), for a child process handed `sys.stderr` (the MCP SDK
+        starts stdio servers so): what the child writes goes to the log too."""
+        with self._lock:
+            log = self._opened()
+            log.flush()
+            return log.fileno()
 
     def writelines(self, lines: list[str]) -> None:
         for line in lines:

@@ -47,3 +47,29 @@ def test_a_quiet_run_leaves_no_file(tmp_path: Path) -> None:
     with StepLog(path, "h") as log:
         pass
     assert log.lines == 0 and not path.exists()
+
+
+def test_a_child_given_stderr_writes_into_the_log(tmp_path: Path) -> None:
+    """Libraries start children with `stderr=sys.stderr` (the MCP SDK's stdio servers): that needs a descriptor,
+    and the child's output lands in the log."""
+    import subprocess
+
+    path = sweep_log_path(tmp_path, "s")
+    with StepLog(path, "h"):
+        print("from the parent", file=sys.stderr)
+        subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('from the child\\n')"], stderr=sys.stderr)
+        assert not sys.stderr.isatty()
+    text = path.read_text(encoding="utf-8")
+    assert text.index("from the parent") < text.index("from the child")
+
+
+async def test_an_event_loop_subprocess_can_take_it(tmp_path: Path) -> None:
+    import asyncio
+
+    path = sweep_log_path(tmp_path, "s")
+    with StepLog(path, "h"):
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "import sys; sys.stderr.write('async child\\n')", stderr=sys.stderr
+        )
+        assert await child.wait() == 0
+    assert "async child" in path.read_text(encoding="utf-8")
