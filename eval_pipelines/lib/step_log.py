@@ -47,9 +47,11 @@ class StepLog:
         replaced = self._replaced if self._replaced is not None else sys.__stderr__
         return getattr(replaced, "rich_proxied_file", replaced)
 
-    def write(self, text: str) -> int:
+    def write(self, text: str | bytes) -> int:
         if not text:
             return 0
+        if isinstance(text, bytes | bytearray):  # click.echo of bytes to a stream it finds no binary buffer on
+            text = bytes(text).decode("utf-8", errors="replace")
         with self._lock:
             log = self._opened()
             log.write(_ANSI.sub("", text))

@@ -73,3 +73,14 @@ async def test_an_event_loop_subprocess_can_take_it(tmp_path: Path) -> None:
         )
         assert await child.wait() == 0
     assert "async child" in path.read_text(encoding="utf-8")
+
+
+def test_bytes_written_as_click_writes_them_are_logged_as_text(tmp_path: Path) -> None:
+    """Dagster announces a new instance id with `click.secho` of bytes; with no binary buffer to find, click hands
+    them to `write`, which failed the sweep's first run on a fresh instance."""
+    import click
+
+    path = sweep_log_path(tmp_path, "s")
+    with StepLog(path, "h"):
+        click.secho(b"\x1b[33minstance id made\x1b[0m", err=True)
+    assert "instance id made" in path.read_text(encoding="utf-8")
