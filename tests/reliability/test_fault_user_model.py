@@ -83,7 +83,9 @@ def test_a_sweep_whose_user_model_is_down_exits_with_user_simulator_errors(tmp_p
     )
     assert done.returncode == EXIT_ERRORS, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-    line = next(ln for ln in done.stderr.splitlines() if f"oracle \u00d7 {SCENARIO}" in ln)
+    # Coverage fails too (no rollout was scored); the error-share gate's line says why.
+    line = next(ln for ln in done.stderr.splitlines() if f"oracle \u00d7 {SCENARIO}: 1/1 errors" in ln)
+    assert "gate error_share failed" in line, line
     assert f"oracle \u00d7 {SCENARIO}: 1/1 errors (user_simulator: the model playing the user failed" in line, line
 
     con = duckdb.connect(str(data / "eval.duckdb"), read_only=True)

@@ -10,6 +10,7 @@ one completes (and fails its verifiers): the counts are exact and the sweep exit
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -114,8 +115,12 @@ def test_a_sweep_waits_for_a_killed_service_and_ends_with_every_rollout_once(
 
     assert sweep.returncode == 0, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
-    assert f"waiting up to {SERVICE_OUTAGE_SECONDS:.0f}s for the evaluation service at {url}" in err, err[-3000:]
-    assert f"the evaluation service at {url} answers again" in err, err[-3000:]
+    # The steps' warnings go to the sweep's log while the progress bar is drawn; the CLI names the file.
+    log_path = re.search(r"log of the sweep's steps \(warnings, errors\): (\S+)", err)
+    assert log_path, err[-3000:]
+    log = Path(log_path.group(1)).read_text(encoding="utf-8")
+    assert f"waiting up to {SERVICE_OUTAGE_SECONDS:.0f}s for the evaluation service at {url}" in log, log[-3000:]
+    assert f"the evaluation service at {url} answers again" in log, log[-3000:]
     rows = _rollout_rows(data)
     assert len(rows) == EXPECTED, rows  # no rollout twice
     assert len({rollout_id for rollout_id, _ in rows}) == EXPECTED

@@ -101,7 +101,8 @@ def test_secrets_never_reach_parquet(tmp_path: Path, f: ModuleType) -> None:
     wh.write_tasks(tasks_table(f.SCENARIO_ID, [f.make_task("t1")]), "email_v1")
 
     files = sorted(tmp_path.rglob("*.parquet"))
-    assert len(files) == 7  # rollouts, rollout_attempts, messages, tool_calls, state_diffs, verifications, tasks
+    # rollouts, rollout_attempts, messages, tool_calls, state_diffs, simulator_checks, verifications, tasks
+    assert len(files) == 8
     # zstd would hide a plaintext match in the raw bytes, so also check the decoded values; the visible marker
     # written beside the canary proves the decoded check sees nested data.
     decoded = "\n".join(repr(pq.read_table(p).to_pylist()) for p in files)
