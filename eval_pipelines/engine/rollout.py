@@ -256,9 +256,10 @@ class RolloutEngine:
         self._reaper: asyncio.Task[None] | None = None
         #: set by `drain()`: the reaper deletes what waits at once instead of gathering more
         self._reap_now = asyncio.Event()
-        #: (tool server base URL, scenario, task) -> the listing the first rollout of that task read. A task's
-        #: tools do not change during a run, and every later rollout saves a request and its parsing. Keyed by
-        #: task, not by server alone: a benchmark's server lists the tools of the classes a task's seed names.
+        #: (tool server base URL, scenario, task or "") -> the listing the first rollout read. Tools do not change
+        #: during a run, and every later rollout saves a request and its parsing. Kept by task unless the server
+        #: said its listing holds for every workspace (`_listing_key`): a benchmark's server lists the tools of the
+        #: classes a task's seed names.
         self._tool_listings: dict[tuple[str, str, str], list[ToolDefinition]] = {}
 
     async def execute(
