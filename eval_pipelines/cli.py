@@ -47,8 +47,9 @@ from eval_pipelines.schemas.taskgen import DEFAULT_NUM_TASKS
 
 if TYPE_CHECKING:  # the CLI imports Dagster (through the runner) only when a sweep runs
     from rich.console import Console
+    from rich.progress import Progress, TaskID
 
-    from eval_pipelines.clients.backend import EvaluationBackend
+    from eval_pipelines.clients.backend import EvaluationBackend, OutageEvent
     from eval_pipelines.defs.runner import ReverifyFailure, SweepRun
     from eval_pipelines.pipeline.gates import Thresholds
     from eval_pipelines.pipeline.reverification import StoredPartition, VerificationPass
@@ -186,11 +187,48 @@ class SweepOutcome:
     stopped: StopTally | None = None
 
 
-def execute_with_progress(
-    run: SweepRun, backend: EvaluationBackend, total: int, stop: SweepStop, console: Console
-) -> SweepOutcome:
-    """Run the sweep on a worker thread and draw its progress bar from this one, which also sees SIGINT and
-    SIGTERM (Dagster takes over signals only on the main thread) and cancels the active runs when asked."""
+class OutageStatus:
+    """The evaluation service's outage on the sweep's progress bar: an outage listener (`clients.backend`) that
+    puts "evaluation service unreachable ..." in the bar's description while any call of this process waits for
+    the service, and gives the bar its own description back once the service answers. The log file still gets the
+    client's waiting and recovery lines; this is what the user sees meanwhile, instead of a stalled bar."""
+
+    def __init__(self, progress: Progress, bar: TaskID, description: str = "rollouts") -> None:
+        self._progress = progress
+        self._bar = bar
+        self._normal = description
+        self._waiting: dict[str, OutageEvent] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def text(self) -> str | None:
+        """The outage line, None while every service answers."""
+        with self._lock:
+            event = max(self._waiting.values(), key=lambda e: e.attempt, default=None)
+        if event is None:
+            return None
+        return (
+            f"evaluation service unreachable at {event.url}, waiting up to {event.limit_seconds:.0f} s "
+            f"(attempt {event.attempt})"
+        )
+
+    def __call__(self, event: OutageEvent) -> None:
+        with self._lock:
+            if event.state == "waiting":
+                self._waiting[event.url] = event
+            else:  # recovered, or the call gave up and fails its step (which says so)
+                self._waiting.pop(event.url, None)
+        self._progress.update(self._bar, description=self.describe(None))
+
+    def describe(self, normal: str | None) -> str:
+        """The bar's description: `normal` (kept for when the outage ends), unless an outage is going on."""
+        if normal is not None:
+            self._normal = normal
+        return self.text or self._normal
+
+
+def sweep_progress(console: Console) -> Progress:
+    """The sweep's progress bar: description, bar, rollouts done of total, errors, elapsed and remaining time."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -200,7 +238,17 @@ def execute_with_progress(
         TimeRemainingColumn,
     )
 
-    from eval_pipelines.clients.backend import SERVICE_DOWN_ERRORS
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[errors]}"))
+    timing = (TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    return Progress(*columns, *timing, console=console, transient=False)
+
+
+def execute_with_progress(
+    run: SweepRun, backend: EvaluationBackend, total: int, stop: SweepStop, console: Console
+) -> SweepOutcome:
+    """Run the sweep on a worker thread and draw its progress bar from this one, which also sees SIGINT and
+    SIGTERM (Dagster takes over signals only on the main thread) and cancels the active runs when asked."""
+    from eval_pipelines.clients.backend import SERVICE_DOWN_ERRORS, outage_listener
     from eval_pipelines.lib.step_log import StepLog, sweep_log_path
 
     names = [run_name(run.sweep_id, s.scenario_id, m.name) for m, s in run.pairs]
@@ -215,35 +263,35 @@ def execute_with_progress(
             outcome.crashed = exc
 
     worker = threading.Thread(target=execute, name="sweep", daemon=True)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[errors]}"))
-    timing = (TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, *timing, console=console, transient=False) as progress, step_log:
+    with sweep_progress(console) as progress, step_log:
         bar = progress.add_task("rollouts", total=total, errors="")
-        worker.start()
-        cancelled = False
-        while worker.is_alive():
-            stop.wait(PROGRESS_SECONDS)
-            try:
-                runs = [found for name in names if (found := backend.find_run(name)) is not None]
-                if stop.requested and not cancelled:
-                    progress.update(bar, description=f"stopping ({stop.signal_name})")
-                    for found in runs:
-                        if not found.is_finished:
-                            backend.cancel(found.run_id)
-                    cancelled = True
-            except SERVICE_DOWN_ERRORS:
-                # The sweep's steps wait for the service to come back (or fail once the wait runs out).
-                progress.update(bar, description=f"waiting for the service at {backend.url}")
-                continue
-            errors = sum(r.errors for r in runs)
-            active = next((r for r in runs if not r.is_finished), None)
-            description = "rollouts" if active is None else active.run_name or active.scenario_id
-            progress.update(
-                bar,
-                completed=sum(r.total - r.pending - r.running for r in runs),
-                description=f"stopping ({stop.signal_name})" if cancelled else description,
-                errors=f"[red]{errors} errors[/]" if errors else "",
-            )
+        outage = OutageStatus(progress, bar)
+        with outage_listener(outage):
+            worker.start()
+            cancelled = False
+            while worker.is_alive():
+                stop.wait(PROGRESS_SECONDS)
+                try:
+                    runs = [found for name in names if (found := backend.find_run(name)) is not None]
+                    if stop.requested and not cancelled:
+                        progress.update(bar, description=outage.describe(f"stopping ({stop.signal_name})"))
+                        for found in runs:
+                            if not found.is_finished:
+                                backend.cancel(found.run_id)
+                        cancelled = True
+                except SERVICE_DOWN_ERRORS:
+                    # The sweep's steps wait for the service to come back (or fail once the wait runs out).
+                    progress.update(bar, description=outage.text or f"evaluation service unreachable at {backend.url}")
+                    continue
+                errors = sum(r.errors for r in runs)
+                active = next((r for r in runs if not r.is_finished), None)
+                description = "rollouts" if active is None else active.run_name or active.scenario_id
+                progress.update(
+                    bar,
+                    completed=sum(r.total - r.pending - r.running for r in runs),
+                    description=outage.describe(f"stopping ({stop.signal_name})" if cancelled else description),
+                    errors=f"[red]{errors} errors[/]" if errors else "",
+                )
         progress.update(bar, description="stopped" if stop.requested else "done")
     if step_log.lines:
         console.print(f"Dagster's log of the sweep's steps (warnings, errors): {step_log.path}", soft_wrap=True)

@@ -11,11 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from eval_pipelines.clients.errors import (
     Conflict,
@@ -61,6 +64,52 @@ OUTAGE_POLL_SECONDS = 1.0
 SERVICE_DOWN_ERRORS = (ServiceConnectionError, ServiceUnavailable)
 
 
+OutageState = Literal["waiting", "recovered", "gave_up"]
+
+
+@dataclass(frozen=True)
+class OutageEvent:
+    """A call waiting out an evaluation service it cannot reach: `waiting` after each failed try (`attempt` counts
+    them, from 1), `recovered` once the service answers again after `waited` seconds, `gave_up` when the wait ran
+    out and the call raises."""
+
+    state: OutageState
+    url: str
+    attempt: int
+    limit_seconds: float
+    waited: float
+
+
+OutageListener = Callable[[OutageEvent], None]
+
+_listeners: list[OutageListener] = []
+_listeners_lock = threading.Lock()
+
+
+@contextmanager
+def outage_listener(listener: OutageListener) -> Iterator[None]:
+    """Tell `listener` about every outage any `EvaluationBackend` of this process waits out (the sweep's steps
+    have backends of their own), for the duration: how a display shows what the log file says, without this
+    module knowing the display. It is called on the waiting thread and must not raise or block."""
+    with _listeners_lock:
+        _listeners.append(listener)
+    try:
+        yield
+    finally:
+        with _listeners_lock:
+            _listeners.remove(listener)
+
+
+def _tell_listeners(event: OutageEvent) -> None:
+    with _listeners_lock:
+        listeners = list(_listeners)
+    for listener in listeners:
+        try:
+            listener(event)
+        except Exception:  # a display's fault must not fail the call that waits for the service
+            logger.debug("outage listener %r failed", listener, exc_info=True)
+
+
 class EvaluationBackend:
     """The pipeline's view of one evaluation service, through `client` (which it closes).
 
@@ -96,11 +145,13 @@ class EvaluationBackend:
     def _through_outage(self, call: Callable[[], T]) -> T:
         """`call()`, tried again while the service cannot be reached, for up to `outage_seconds`."""
         down_since: float | None = None
+        attempt = 0
         while True:
             try:
                 answer = call()
             except SERVICE_DOWN_ERRORS as exc:
                 now = time.monotonic()
+                attempt += 1
                 if down_since is None:
                     down_since = now
                     if self.outage_seconds > 0:
@@ -110,7 +161,11 @@ class EvaluationBackend:
                             self.url,
                             exc,
                         )
-                if now - down_since >= self.outage_seconds:
+                gave_up = now - down_since >= self.outage_seconds
+                if self.outage_seconds > 0:
+                    state: OutageState = "gave_up" if gave_up else "waiting"
+                    _tell_listeners(OutageEvent(state, self.url, attempt, self.outage_seconds, now - down_since))
+                if gave_up:
                     raise
                 time.sleep(OUTAGE_POLL_SECONDS)
                 continue
@@ -119,6 +174,7 @@ class EvaluationBackend:
                 self.outages += 1
                 self.outage_waited += waited
                 logger.warning("the evaluation service at %s answers again after %.0fs", self.url, waited)
+                _tell_listeners(OutageEvent("recovered", self.url, attempt, self.outage_seconds, waited))
             return answer
 
     def __repr__(self) -> str:
