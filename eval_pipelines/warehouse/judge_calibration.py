@@ -1,5 +1,7 @@
 """Graders graded: every rubric, quality and safety judge calibrated against the programmatic verifiers.
 
+- `sweep_settings`: per sweep, the kappa its judges must reach (its config's `min_judge_kappa`, the one the
+  `judge_agreement` gate holds it to), stored when the catalog is built (`set_sweep_settings`).
 - `judge_calibration_rollouts`: one row per rollout and judge where both a judge verdict and a verifier score exist,
   with whether the two agree (the disagreeing rollouts are what the viewer and the report link to).
 - `judge_calibration`: per sweep, scenario, judge and judge model, the confusion counts, the true-positive and
@@ -12,6 +14,10 @@ Its own module, importing only `views`, so that the metric registry can list its
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import duckdb
+
 from eval_pipelines.schemas.judging import (
     DEFAULT_JUDGE_MIN_KAPPA,
     FLAG_KAPPA_BELOW_THRESHOLD,
@@ -21,8 +27,49 @@ from eval_pipelines.schemas.judging import (
 )
 from eval_pipelines.warehouse.views import MetricView
 
+#: The build-time variable `sweep_settings` is computed from: a list of {sweep_id, min_judge_kappa} structs.
+SWEEP_SETTINGS_VARIABLE = "eval_pipelines_sweep_settings"
+_SETTINGS_TYPE = "STRUCT(sweep_id VARCHAR, min_judge_kappa DOUBLE)[]"
+_GIVEN_SETTINGS = f"getvariable('{SWEEP_SETTINGS_VARIABLE}')::{_SETTINGS_TYPE}"
+
 _ROLLOUT_KEY = ("rollout_id", "judge_kind", "judge", "judge_model")
 _JUDGE_KEY = ("sweep_id", "scenario_id", "judge_kind", "judge", "judge_model")
+
+SWEEP_SETTINGS = MetricView(
+    name="sweep_settings",
+    doc="One row per sweep in `rollouts`: the Cohen's kappa its judges must reach, `min_judge_kappa` of the sweep's "
+    "config (what its `judge_agreement` gate holds them to), read when the catalog was built; "
+    f"{DEFAULT_JUDGE_MIN_KAPPA} (`schemas/judging.py`) for a sweep no config names. `judge_calibration` flags "
+    "against it. A table, computed at the build: rebuild the catalog after editing a sweep's threshold.",
+    sql=f"""
+with configured as (
+    select s.sweep_id, s.min_judge_kappa
+    from (select unnest(coalesce({_GIVEN_SETTINGS}, []::{_SETTINGS_TYPE})) as s)
+)
+select
+    r.sweep_id,
+    coalesce(any_value(c.min_judge_kappa), {DEFAULT_JUDGE_MIN_KAPPA!r})::double as min_judge_kappa,
+    count(c.sweep_id) > 0 as from_config
+from (select distinct sweep_id from rollouts where sweep_id is not null) as r
+left join configured as c using (sweep_id)
+group by r.sweep_id
+""",
+    columns=(
+        ("sweep_id", "A sweep with rollouts in the warehouse."),
+        ("min_judge_kappa", "The kappa each of its judges must reach against the verifiers."),
+        ("from_config", "Taken from the sweep's config; false: the default, no config was given for it."),
+    ),
+    key=("sweep_id",),
+    materialized=True,
+)
+
+
+def set_sweep_settings(con: duckdb.DuckDBPyConnection, min_judge_kappa: Mapping[str, float]) -> None:
+    """Give the catalog being built each sweep's `min_judge_kappa` (sweep id -> kappa), before `sweep_settings` is
+    created on `con`; a sweep left out gets the default."""
+    settings = [{"sweep_id": s, "min_judge_kappa": float(k)} for s, k in sorted(min_judge_kappa.items())]
+    con.execute(f"set variable {SWEEP_SETTINGS_VARIABLE} = ?::{_SETTINGS_TYPE}", [settings])
+
 
 JUDGE_CALIBRATION_ROLLOUTS = MetricView(
     name="judge_calibration_rollouts",
@@ -117,8 +164,9 @@ JUDGE_CALIBRATION = MetricView(
     "`tpr` is the share of verifier-passed rollouts the judge passes, `tnr` the share of verifier-failed rollouts "
     "it fails, `base_rate` the verifiers' pass rate (kappa is read against it: at a base rate near 0 or 1, "
     "agreement is high by chance alone). `kappa` is Cohen's kappa, NULL when either side is constant. A judge is "
-    f"`flagged` when kappa is below `min_kappa` (default {DEFAULT_JUDGE_MIN_KAPPA}, `schemas/judging.py`) or "
-    "cannot be computed; the viewer and the report mark its scores, and list its disagreeing rollouts.",
+    "`flagged` when kappa is below `min_kappa` (its sweep's `min_judge_kappa`, from `sweep_settings`: the gate's "
+    f"threshold; default {DEFAULT_JUDGE_MIN_KAPPA}) or cannot be computed; the viewer and the report mark its "
+    "scores, and list its disagreeing rollouts.",
     sql=f"""
 with counted as (
     select
@@ -170,13 +218,14 @@ select
     -- Either side constant: chance agreement is 1 and kappa is undefined.
     case when base_rate in (0, 1) or judge_pass_rate in (0, 1) then null
         else (agreement - chance_agreement) / (1 - chance_agreement) end as kappa,
-    {DEFAULT_JUDGE_MIN_KAPPA!r}::double as min_kappa,
+    coalesce(st.min_judge_kappa, {DEFAULT_JUDGE_MIN_KAPPA!r})::double as min_kappa,
     kappa is null or kappa < min_kappa as flagged,
     case
         when kappa is null then '{FLAG_KAPPA_UNDEFINED}'
         when kappa < min_kappa then '{FLAG_KAPPA_BELOW_THRESHOLD}'
     end as flag_reason
 from rated
+left join sweep_settings as st using (sweep_id)
 """,
     columns=(
         ("sweep_id", "Sweep that launched the rollouts."),
@@ -206,7 +255,11 @@ from rated
             "Cohen's kappa (agreement - chance_agreement) / (1 - chance_agreement); NULL when the verifiers or the "
             "judge pass all or none of the rollouts.",
         ),
-        ("min_kappa", "The kappa a judge must reach (`schemas.judging.DEFAULT_JUDGE_MIN_KAPPA`)."),
+        (
+            "min_kappa",
+            "The kappa a judge must reach: its sweep's `min_judge_kappa` (`sweep_settings`), the `judge_agreement` "
+            "gate's threshold.",
+        ),
         ("flagged", "kappa is below min_kappa or undefined: do not trust this judge's scores without a look."),
         ("flag_reason", f"`{FLAG_KAPPA_BELOW_THRESHOLD}`, `{FLAG_KAPPA_UNDEFINED}`, or NULL when not flagged."),
     ),
@@ -214,4 +267,4 @@ from rated
 )
 
 #: Registered after `rollout_scores` and `verifications_latest`, which they read.
-JUDGE_CALIBRATION_VIEWS: tuple[MetricView, ...] = (JUDGE_CALIBRATION_ROLLOUTS, JUDGE_CALIBRATION)
+JUDGE_CALIBRATION_VIEWS: tuple[MetricView, ...] = (SWEEP_SETTINGS, JUDGE_CALIBRATION_ROLLOUTS, JUDGE_CALIBRATION)
