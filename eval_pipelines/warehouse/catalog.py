@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
+from eval_pipelines.warehouse.judge_calibration import set_sweep_settings
 from eval_pipelines.warehouse.metrics import METRIC_VIEWS, ROLLOUT_SCORES, VERIFICATIONS_LATEST
 from eval_pipelines.warehouse.store import PARQUET_SUFFIX, Warehouse
 from eval_pipelines.warehouse.tables import ROLLOUTS, TABLE_SPECS, VERIFICATIONS, TableSpec, table_spec
@@ -106,8 +107,15 @@ def _check_root(root: Path) -> None:
         raise ValueError(f"warehouse root {root} must not contain '=' in a folder name (found {offending})")
 
 
-def build_catalog(warehouse_root: Path, duckdb_path: Path) -> CatalogSummary:
-    """(Re)build the catalog file at `duckdb_path` with one view per table and the metric views."""
+#: A sweep id's `min_judge_kappa` from its config (None: no config names it, the default applies).
+JudgeKappaOf = Callable[[str], float | None]
+
+
+def build_catalog(
+    warehouse_root: Path, duckdb_path: Path, *, judge_min_kappa: JudgeKappaOf | None = None
+) -> CatalogSummary:
+    """(Re)build the catalog file at `duckdb_path` with one view per table and the metric views; `judge_min_kappa`
+    gives each sweep's threshold to `sweep_settings` (without it, every sweep's is the default)."""
     root = Path(warehouse_root).resolve()
     _check_root(root)
     target = Path(duckdb_path).resolve()
@@ -124,6 +132,9 @@ def build_catalog(warehouse_root: Path, duckdb_path: Path) -> CatalogSummary:
             for spec in TABLE_SPECS.values():
                 create_table_view(con, root, spec, has_files=bool(warehouse.files(spec.name)))
                 views.append(spec.name)
+            if judge_min_kappa is not None:
+                sweeps = [str(r[0]) for r in con.execute("select distinct sweep_id from rollouts").fetchall() if r[0]]
+                set_sweep_settings(con, {s: k for s in sweeps if (k := judge_min_kappa(s)) is not None})
             for metric in METRIC_VIEWS:
                 con.execute(metric.statement())
                 views.append(metric.name)
