@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -984,9 +984,22 @@ def cmd_parity(args: argparse.Namespace) -> int:
     except ParityError as exc:
         raise UserError(str(exc)) from None
     if report.files:  # the viewer and `eval-pipelines sql` read the `parity` view from the catalog
-        build_catalog(warehouse_root, data_dir() / "eval.duckdb")
+        build_catalog(warehouse_root, data_dir() / "eval.duckdb", judge_min_kappa=project_judge_min_kappa())
     print("\n".join(summary_lines(report, args.show)))
     return EXIT_PARITY_DISAGREEMENT if report.deterministic_disagreements else 0
+
+
+def project_judge_min_kappa() -> Callable[[str], float | None]:
+    """Each sweep's `min_judge_kappa` from the project's sweep configs, for a catalog this command rebuilds (its
+    `sweep_settings`, what the report and the viewer flag judges against); the default for a sweep none names."""
+    from eval_pipelines.pipeline.gates import judge_min_kappa_of
+
+    try:
+        sweeps = load_all_sweeps(sweeps_dir())
+    except ConfigError as exc:
+        print(f"eval-pipelines: judges are flagged against the default min_judge_kappa: {exc}", file=sys.stderr)
+        sweeps = {}
+    return judge_min_kappa_of(sweeps)
 
 
 def cmd_benchmarks(args: argparse.Namespace) -> int:
