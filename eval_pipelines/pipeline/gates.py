@@ -152,6 +152,23 @@ def sweep_config_for(sweep_id: str, sweeps: Mapping[str, SweepConfig]) -> SweepC
     return sweeps.get(match["name"]) if match else None
 
 
+def judge_min_kappa_of(
+    sweeps: Mapping[str, SweepConfig], launched: tuple[str, SweepConfig] | None = None
+) -> Callable[[str], float | None]:
+    """A sweep id's `min_judge_kappa`, for the catalog's `sweep_settings` (`warehouse.catalog.build_catalog`), so the
+    report and the viewer flag a judge against the threshold the `judge_agreement` gate holds it to: the config
+    `sweep_config_for` finds, or `launched` (a sweep id and the config it ran with, as a CLI sweep's run tags name
+    it) for that id; None when no config names the sweep (the view's default, as the gate's)."""
+
+    def of(sweep_id: str) -> float | None:
+        if launched is not None and sweep_id == launched[0]:
+            return launched[1].min_judge_kappa
+        sweep = sweep_config_for(sweep_id, sweeps)
+        return None if sweep is None else sweep.min_judge_kappa
+
+    return of
+
+
 def planned_rollouts(sweep: SweepConfig, catalog: ScenarioCatalog) -> Planned | None:
     """Each model x scenario's planned rollouts (its runnable chosen tasks x rollout_count); None when the
     scenarios cannot be resolved here (a benchmark not materialised, a config that no longer matches)."""

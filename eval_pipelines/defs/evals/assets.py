@@ -2,7 +2,7 @@
 step and reports what it wrote."""
 
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +16,7 @@ from eval_pipelines.defs.table_metadata import table_counts, table_definition, t
 from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles
 from eval_pipelines.inputs.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.pipeline.command_sandbox import sandbox_for, sandbox_warning
+from eval_pipelines.pipeline.gates import judge_min_kappa_of
 from eval_pipelines.pipeline.health import partition_error_share
 from eval_pipelines.pipeline.steps import (
     RunNotLaunched,
@@ -410,6 +411,20 @@ def rubric_verification(context: dg.AssetExecutionContext, paths: EvalPaths) -> 
     )
 
 
+def _judge_min_kappa(context: dg.AssetExecutionContext, paths: EvalPaths) -> Callable[[str], float | None]:
+    """Each sweep's `min_judge_kappa` for the catalog's `sweep_settings`, as the gate checks find it: by the sweep the
+    run's tags name (a CLI sweep), else by the sweep id's config."""
+    try:
+        sweeps = paths.sweeps()
+    except ConfigError as exc:
+        context.log.warning(f"judges are flagged against the default min_judge_kappa: {exc}")
+        sweeps = {}
+    tags = context.run.tags
+    launched = sweeps.get(tags.get(SWEEP_TAG, ""))
+    sweep_id = tags.get(SWEEP_ID_TAG)
+    return judge_min_kappa_of(sweeps, (sweep_id, launched) if sweep_id and launched else None)
+
+
 #: Rebuild the catalog after any verdict or judgement lands, whoever wrote it (a schedule's run, a backfill, the
 #: re-verification sensor, the UI), once the writes in flight are done. Missing upstream partitions do not hold
 #: it back: the catalog is a set of views over whatever exists, and the model x scenario grid holds pairs that no
@@ -428,7 +443,7 @@ CATALOG_CONDITION = (
     "views. Open it read-only.",
 )
 def eval_catalog(context: dg.AssetExecutionContext, paths: EvalPaths) -> dg.MaterializeResult:
-    summary = build_catalog(paths.warehouse, paths.duckdb)
+    summary = build_catalog(paths.warehouse, paths.duckdb, judge_min_kappa=_judge_min_kappa(context, paths))
     latest = pass_rate_summary(paths.duckdb, chart_path=paths.reports / "pass_rates.svg")
     metadata: dict[str, Any] = {
         "path": str(paths.duckdb),

@@ -28,7 +28,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +36,9 @@ from typing import Any
 
 import duckdb
 
+from eval_pipelines.inputs.paths import sweeps_dir
+from eval_pipelines.inputs.sweeps import ConfigError, load_all_sweeps
+from eval_pipelines.pipeline.gates import judge_min_kappa_of
 from eval_pipelines.reports.comparisons import verdict
 from eval_pipelines.reports.data import ReportError, latest_sweep, model_label, open_catalog, resolve_sweep
 from eval_pipelines.reports.export.reader import RolloutRecord
@@ -730,6 +733,27 @@ class ViewerCatalog:
         self._checked_at = time.monotonic()
         return newest_file_ns(self.warehouse) > snapshot.built_ns
 
+    def _judge_min_kappa(self) -> Callable[[str], float | None]:
+        """Each sweep's `min_judge_kappa` for the viewer's own catalog: the one the project's catalog was built with
+        (from the sweep's config, `sweep_settings`), else the config's in the project's sweeps folder, as
+        `eval_catalog` finds it; so its judges are flagged as the report and the gate flag them."""
+        built: dict[str, float] = {}
+        try:
+            con = open_catalog(self.path)
+            try:
+                rows = con.execute("select sweep_id, min_judge_kappa from sweep_settings where from_config").fetchall()
+                built = {str(sweep_id): float(kappa) for sweep_id, kappa in rows}
+            finally:
+                con.close()
+        except (ReportError, duckdb.Error):
+            pass  # a catalog from before sweep_settings: the configs say it
+        try:
+            sweeps = load_all_sweeps(sweeps_dir())
+        except (ConfigError, OSError):
+            sweeps = {}
+        configured = judge_min_kappa_of(sweeps)
+        return lambda sweep_id: built[sweep_id] if sweep_id in built else configured(sweep_id)
+
     def snapshot(self) -> Snapshot:
         identity = _identity(self.path)
         current = self._snapshot
@@ -751,7 +775,7 @@ class ViewerCatalog:
             self._private = tempfile.TemporaryDirectory(prefix="eval-pipelines-viewer-")
         private = Path(self._private.name) / "catalog.duckdb"
         try:
-            build_catalog(self.warehouse, private)
+            build_catalog(self.warehouse, private, judge_min_kappa=self._judge_min_kappa())
         except (OSError, ValueError, duckdb.Error) as exc:
             note = (
                 f"{self.path} was built at {_clock(identity[2])}, before the warehouse's newest file "
