@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -154,6 +156,71 @@ def read_artifacts_file(path: str | Path) -> bytes:
     return data
 
 
+#: Records handed over in memory at most (see `_Handover`), the stored bytes their files hold at most, and how long
+#: one waits for its reader. The local service's collector reads a run's files moments after they are written; a
+#: record nobody asks for in time is read from its file instead, as it always could be.
+HANDOVER_MAX_RECORDS = 256
+HANDOVER_MAX_STORED_BYTES = 4 * 1024 * 1024
+HANDOVER_MAX_AGE_SECONDS = 120.0
+
+
+class _Handover:
+    """Records this process wrote, kept until this process reads them back once.
+
+    The local service writes a rollout's artifacts and its collector, in the same process, reads them back to
+    build the warehouse's rows: parsing and validating a record it held a moment ago was a visible share of a
+    rollout's CPU. A kept record is handed out only while its file is the one written (same inode, size and
+    modification time), and only once: the reader owns it, as it owns a record it parsed.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, tuple[tuple[int, int, int], float, RunArtifacts]] = OrderedDict()
+        self._stored_bytes = 0
+
+    @staticmethod
+    def _identity(path: str) -> tuple[int, int, int] | None:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None
+        return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+    def keep(self, path: Path, record: RunArtifacts) -> None:
+        identity = self._identity(str(path))
+        if identity is None or identity[1] > HANDOVER_MAX_STORED_BYTES:
+            return
+        now = time.monotonic()
+        with self._lock:
+            self._drop(str(path))
+            self._kept[str(path)] = (identity, now, record)
+            self._stored_bytes += identity[1]
+            while self._kept and (
+                len(self._kept) > HANDOVER_MAX_RECORDS
+                or self._stored_bytes > HANDOVER_MAX_STORED_BYTES
+                or now - next(iter(self._kept.values()))[1] > HANDOVER_MAX_AGE_SECONDS
+            ):
+                self._drop(next(iter(self._kept)))
+
+    def take(self, path: str | Path) -> RunArtifacts | None:
+        if not self._kept:
+            return None
+        with self._lock:
+            entry = self._drop(str(path))
+        if entry is None or self._identity(str(path)) != entry[0]:
+            return None
+        return entry[2]
+
+    def _drop(self, path: str) -> tuple[tuple[int, int, int], float, RunArtifacts] | None:
+        entry = self._kept.pop(path, None)
+        if entry is not None:
+            self._stored_bytes -= entry[0][1]
+        return entry
+
+
+_handover = _Handover()
+
+
 def _write_whole(target: Path, data: bytes) -> None:
     """Write through a temp file and rename it into place, so a reader (or a crash) never leaves half a file: a
     truncated zstd frame loses the whole record, not just its tail."""
@@ -212,9 +279,12 @@ class RunArtifacts(WireModel):
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
-    def dump(self, path: str | Path) -> Path:
+    def dump(self, path: str | Path, *, hand_over: bool = False) -> Path:
         """Write the record to `path`: as indented JSON (spec 001's `dump`), or, when the name ends in
-        `STORED_ARTIFACTS_SUFFIX`, as the stored form (compact JSON, zstd). Either way `load` reads it back."""
+        `STORED_ARTIFACTS_SUFFIX`, as the stored form (compact JSON, zstd). Either way `load` reads it back.
+
+        With `hand_over`, the caller gives the record up: this process's next `load` of the unchanged file returns
+        this very object instead of parsing the file (see `_Handover`), so the caller must not change it."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         # pydantic-core's encoder: the pure-Python one cost a visible share of a rollout's CPU.
@@ -223,12 +293,17 @@ class RunArtifacts(WireModel):
         else:
             data = self.model_dump_json(indent=2).encode()
         _write_whole(target, data)
+        if hand_over:
+            _handover.keep(target, self)
         return target
 
     @classmethod
     def load(cls, path: str | Path) -> RunArtifacts:
         """The record in a file written by `dump`, compressed or plain JSON (files stored before compression still
         load). OSError when the file cannot be read, UnreadableArtifacts when it holds no readable record."""
+        handed = _handover.take(path)
+        if handed is not None:
+            return handed
         return cls.from_stored_bytes(read_artifacts_file(path), source=str(path))
 
     @classmethod

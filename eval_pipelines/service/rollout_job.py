@@ -232,7 +232,8 @@ class RolloutJob:
     ) -> tuple[RolloutOutcome, str | None]:
         target = self.artifacts_path(self.run_id, rollout.rollout_id)
         try:
-            await asyncio.to_thread(outcome.artifacts.dump, target)
+            # Handed over: this process's collector reads the file back moments later (`RunArtifacts.dump`).
+            await asyncio.to_thread(outcome.artifacts.dump, target, hand_over=True)
         except OSError as exc:
             # Without its trace the rollout cannot be verified or audited: record why, keep the others going.
             return failed_outcome(
