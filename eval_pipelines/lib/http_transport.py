@@ -372,6 +372,17 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
         except BaseException:
             self._slots.release()
             raise
+        if connection.message_done and connection.failure is None:
+            # The whole answer came with its headers (a small one mostly does): the connection goes back to the
+            # pool now and the body is handed over as it is, without a stream to drain it chunk by chunk.
+            response = httpx.Response(
+                status_code=connection.status,
+                headers=connection.headers,
+                stream=httpx.ByteStream(connection.take_body()),
+                extensions={"http_version": b"HTTP/1.1", "reason_phrase": connection.reason},
+            )
+            self._release(origin, connection, reuse=True)
+            return response
         return httpx.Response(
             status_code=connection.status,
             headers=connection.headers,

@@ -119,6 +119,32 @@ async def test_a_streamed_request_body_is_sent_chunked(server: BackgroundServer)
     assert response.content == b"one,two,three"
 
 
+async def test_a_response_that_came_whole_frees_its_connection_before_its_body_is_read(
+    server: BackgroundServer,
+) -> None:
+    async with _client(max_connections=1) as client:
+        transport = _transport(client)
+        first = await client.send(client.build_request("GET", f"{server.url}/peers"), stream=True)
+        # Unread, yet its connection is back in the pool: a second request gets it instead of waiting.
+        second = await asyncio.wait_for(client.get(f"{server.url}/peers"), timeout=2)
+        body = await first.aread()
+        await first.aclose()
+    assert body == b'{"peers":1}'
+    assert second.json() == {"peers": 1}
+    assert transport.connections_opened == 1
+
+
+async def test_a_body_still_arriving_after_the_headers_is_streamed(server: BackgroundServer) -> None:
+    async with _client(max_connections=1) as client:
+        transport = _transport(client)
+        async with client.stream("GET", f"{server.url}/stream?parts=3&size=4") as response:
+            # The connection stays with the response until its body is read out.
+            assert transport._slots.locked()
+            chunks = [chunk async for chunk in response.aiter_bytes()]
+        assert not transport._slots.locked()
+    assert b"".join(chunks) == b"AAAABBBBCCCC"
+
+
 async def test_sequential_requests_share_one_connection(server: BackgroundServer) -> None:
     async with _client() as client:
         counts = [(await client.get(f"{server.url}/peers")).json()["peers"] for _ in range(5)]
