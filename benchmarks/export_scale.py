@@ -39,6 +39,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eval_pipelines.llm.types import wire_tool_name
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._arrow import arrow_schema, write_arrow, write_arrow_tasks
 from eval_pipelines.warehouse.catalog import build_catalog
 from eval_pipelines.warehouse.store import Warehouse
 from eval_pipelines.warehouse.tables import (
@@ -99,7 +104,7 @@ def _text_where(mask: np.ndarray, text: str) -> pa.Array:
 
 
 def _table(spec: TableSpec, columns: dict[str, Any]) -> pa.Table:
-    return pa.Table.from_arrays([columns[f.name] for f in spec.schema], schema=spec.schema)
+    return pa.Table.from_arrays([columns[f.name] for f in arrow_schema(spec)], schema=arrow_schema(spec))
 
 
 def _common(size: int, model: str, rollout_ids: pa.Array, task_ids: pa.Array) -> dict[str, Any]:
@@ -176,7 +181,8 @@ def _transcripts(model: str, rollout_ids: pa.Array, task_ids: pa.Array) -> tuple
 
 def _write_tasks(warehouse: Warehouse, tasks: int) -> None:
     task_ids = [f"task-{t:03d}" for t in range(tasks)]
-    warehouse.write_tasks(
+    write_arrow_tasks(
+        warehouse,
         pa.table(
             {
                 "scenario_id": [SCENARIO_ID] * tasks,
@@ -191,7 +197,7 @@ def _write_tasks(warehouse: Warehouse, tasks: int) -> None:
                 "benchmark": pa.array([None] * len(task_ids), pa.string()),
                 "unrunnable_reason": pa.array([None] * len(task_ids), pa.string()),
             },
-            schema=TASKS.schema,
+            schema=arrow_schema(TASKS),
         ),
         SCENARIO_KEY,
     )
@@ -246,10 +252,10 @@ def _write_run(warehouse: Warehouse, rng: np.random.Generator, shape: Shape, mod
         "final_answer_is_tool_call": _constant(False, n, pa.bool_()),
     }
     keys = {"model_key": model, "scenario_key": SCENARIO_KEY, "file_stem": run}
-    warehouse.write("rollouts", _table(ROLLOUTS, columns), **keys)
+    write_arrow(warehouse, "rollouts", _table(ROLLOUTS, columns), **keys)
     messages, tool_calls = _transcripts(model, rollout_ids, task_ids)
-    warehouse.write("messages", messages, **keys)
-    warehouse.write("tool_calls", tool_calls, **keys)
+    write_arrow(warehouse, "messages", messages, **keys)
+    write_arrow(warehouse, "tool_calls", tool_calls, **keys)
     # Every rollout's final attempt, then the failed first attempt of those retried.
     again = np.flatnonzero(retried)
     a = n + len(again)
@@ -273,7 +279,7 @@ def _write_run(warehouse: Warehouse, rng: np.random.Generator, shape: Shape, mod
         "started_at": pa.concat_arrays([at, at.take(again)]),
         "completed_at": pa.concat_arrays([at, at.take(again)]),
     }
-    warehouse.write("rollout_attempts", _table(ROLLOUT_ATTEMPTS, attempts), **keys)
+    write_arrow(warehouse, "rollout_attempts", _table(ROLLOUT_ATTEMPTS, attempts), **keys)
     v = len(VERIFIERS) * n
     success = verdicts.reshape(-1)
     verifications = {
@@ -293,7 +299,7 @@ def _write_run(warehouse: Warehouse, rng: np.random.Generator, shape: Shape, mod
         "verified_at": pa.concat_arrays([at] * len(VERIFIERS)),
     }
     verified = _table(VERIFICATIONS, verifications).filter(pa.array(np.tile(~errored, len(VERIFIERS))))
-    warehouse.write("verifications", verified, **keys)
+    write_arrow(warehouse, "verifications", verified, **keys)
 
 
 def generate(root: Path, shape: Shape, seed: int = 20260101) -> None:

@@ -40,6 +40,7 @@ import pyarrow as pa
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._arrow import arrow_schema, write_arrow, write_arrow_tasks
 from benchmarks._common import (
     REPO_ROOT,
     RESULTS_DIR,
@@ -81,10 +82,10 @@ class Shape:
 
 def _table(spec: TableSpec, rows: list[tuple[Any, ...]]) -> pa.Table:
     """Rows given in the order of the registered schema's columns."""
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in spec.schema]
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in arrow_schema(spec)]
     return pa.Table.from_arrays(
-        [pa.array(list(values), type=f.type) for values, f in zip(columns, spec.schema, strict=True)],
-        schema=spec.schema,
+        [pa.array(list(values), type=f.type) for values, f in zip(columns, arrow_schema(spec), strict=True)],
+        schema=arrow_schema(spec),
     )
 
 
@@ -332,7 +333,7 @@ def generate(root: Path, shape: Shape, seed: int = 20260301) -> None:
             (scenario_id, t, t, "bench", "medium", "1", 2, list(VERIFIERS), f"Reply to the invoice thread ({t}).")
             for t in task_ids
         ]
-        warehouse.write_tasks(_table(table_spec("tasks"), tasks), scenario_key)
+        write_arrow_tasks(warehouse, _table(table_spec("tasks"), tasks), scenario_key)
         for m in range(shape.models):
             model, run_id = f"bench-model-{m}", f"run-{s}-{m}"
             skill = rng.beta(2 + m, 4, size=shape.tasks_per_scenario)
@@ -373,8 +374,13 @@ def generate(root: Path, shape: Shape, seed: int = 20260301) -> None:
                 tables["rollouts"].append(_rollout_row(r, model, run_id, scenario_id, scenario_key, m == 0))
             serial += per_pair
             for name, rows in tables.items():
-                warehouse.write(
-                    name, _table(table_spec(name), rows), model_key=model, scenario_key=scenario_key, file_stem=run_id
+                write_arrow(
+                    warehouse,
+                    name,
+                    _table(table_spec(name), rows),
+                    model_key=model,
+                    scenario_key=scenario_key,
+                    file_stem=run_id,
                 )
 
 

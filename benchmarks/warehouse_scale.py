@@ -28,6 +28,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._arrow import arrow_schema, write_arrow, write_arrow_tasks
 from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
 from eval_pipelines.warehouse.store import Warehouse
 from eval_pipelines.warehouse.tables import ROLLOUTS, TASKS, VERIFICATIONS
@@ -79,7 +83,8 @@ def generate(root: Path, shape: Shape, seed: int = 20260101) -> None:
     for s in range(shape.scenarios):
         scenario_id, scenario_key = f"bench_{s}:1.0.0", f"bench_{s}_1.0.0"
         task_ids = [f"task-{t:03d}" for t in range(shape.tasks_per_scenario)]
-        warehouse.write_tasks(
+        write_arrow_tasks(
+            warehouse,
             pa.table(
                 {
                     "scenario_id": [scenario_id] * len(task_ids),
@@ -94,7 +99,7 @@ def generate(root: Path, shape: Shape, seed: int = 20260101) -> None:
                     "benchmark": pa.array([None] * len(task_ids), pa.string()),
                     "unrunnable_reason": pa.array([None] * len(task_ids), pa.string()),
                 },
-                schema=TASKS.schema,
+                schema=arrow_schema(TASKS),
             ),
             scenario_key,
         )
@@ -148,8 +153,10 @@ def generate(root: Path, shape: Shape, seed: int = 20260101) -> None:
                 "artifacts_path": pa.nulls(size, pa.string()),
                 "final_answer_is_tool_call": _constant(False, size, pa.bool_()),
             }
-            rollouts = pa.Table.from_arrays([columns[f.name] for f in ROLLOUTS.schema], schema=ROLLOUTS.schema)
-            warehouse.write("rollouts", rollouts, model_key=model, scenario_key=scenario_key, file_stem="run")
+            rollouts = pa.Table.from_arrays(
+                [columns[f.name] for f in arrow_schema(ROLLOUTS)], schema=arrow_schema(ROLLOUTS)
+            )
+            write_arrow(warehouse, "rollouts", rollouts, model_key=model, scenario_key=scenario_key, file_stem="run")
             n_v = len(VERIFIERS) * size
             success = verdicts.reshape(-1)
             v_columns = {
@@ -170,9 +177,11 @@ def generate(root: Path, shape: Shape, seed: int = 20260101) -> None:
                 "verified_at": pa.concat_arrays([started] * len(VERIFIERS)),
             }
             verifications = pa.Table.from_arrays(
-                [v_columns[f.name] for f in VERIFICATIONS.schema], schema=VERIFICATIONS.schema
+                [v_columns[f.name] for f in arrow_schema(VERIFICATIONS)], schema=arrow_schema(VERIFICATIONS)
             )
-            warehouse.write("verifications", verifications, model_key=model, scenario_key=scenario_key, file_stem="v")
+            write_arrow(
+                warehouse, "verifications", verifications, model_key=model, scenario_key=scenario_key, file_stem="v"
+            )
 
 
 def _time_queries(duckdb_path: Path, repeats: int) -> dict[str, object]:

@@ -9,7 +9,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 import pytest
 
 from eval_pipelines.cli import EXIT_ERRORS, main
@@ -23,6 +22,7 @@ from eval_pipelines.pipeline.gates import (
 )
 from eval_pipelines.schemas.sweep import DEFAULT_MIN_COVERAGE, SweepConfig
 from eval_pipelines.warehouse.catalog import build_catalog
+from eval_pipelines.warehouse.rows import ColumnTable, rows_table
 from eval_pipelines.warehouse.store import Warehouse
 from eval_pipelines.warehouse.tables import JUDGEMENTS
 from eval_pipelines.warehouse.tables import PARITY as PARITY_TABLE
@@ -67,7 +67,7 @@ def test_coverage_counts_scored_rollouts_against_the_planned_ones(tmp_path: Path
     assert strict.lines()[0].startswith("gate coverage failed for sweep sweep-1: model-a")
 
 
-def _parity_rows(sweep: str, model: str, disagreements: list[bool]) -> pa.Table:
+def _parity_rows(sweep: str, model: str, disagreements: list[bool]) -> ColumnTable:
     rows = [
         {
             "sweep_id": sweep,
@@ -92,7 +92,7 @@ def _parity_rows(sweep: str, model: str, disagreements: list[bool]) -> pa.Table:
         }
         for i, bad in enumerate(disagreements)
     ]
-    return pa.Table.from_pylist(rows, schema=PARITY_TABLE.schema)
+    return rows_table(PARITY_TABLE, rows)
 
 
 def test_parity_passes_without_gradings_and_fails_on_a_deterministic_disagreement(tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def _at(model: str) -> dict[str, str]:
     return {"model_key": model, "scenario_key": KEY, "file_stem": "s"}
 
 
-def _judgements(scores: list[float], minutes: int = 5) -> pa.Table:
+def _judgements(scores: list[float], minutes: int = 5) -> ColumnTable:
     rows = [
         {
             "sweep_id": "sweep-1",
@@ -137,7 +137,7 @@ def _judgements(scores: list[float], minutes: int = 5) -> pa.Table:
         }
         for i, score in enumerate(scores)
     ]
-    return pa.Table.from_pylist(rows, schema=JUDGEMENTS.schema)
+    return rows_table(JUDGEMENTS, rows)
 
 
 def test_judge_agreement_gates_only_a_sweep_with_judge_scores(tmp_path: Path) -> None:

@@ -11,11 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from eval_pipelines.schemas.runs import MSG_AGENT_FAILED, TERMINAL_STATUSES, ErrorClass
 from eval_pipelines.warehouse.catalog import connect_read_only
-from eval_pipelines.warehouse.store import Warehouse
+from eval_pipelines.warehouse.store import Warehouse, read_rows
 
 #: Between a model and a scenario in the lines a person reads (the multiplication sign, as in the README).
 PAIR_SIGN = "\u00d7"
@@ -191,9 +189,8 @@ def _rollouts_without_verdict(files: Sequence[Path]) -> dict[str, str]:
     """Rollouts some verifier gave no verdict on, each with the first such verifier's message."""
     broken: dict[str, str] = {}
     for path in files:
-        if "is_error" not in pq.read_schema(path).names:
-            continue
-        rows = pq.read_table(path, columns=["rollout_id", "verifier", "is_error", "message"]).to_pylist()
+        # A file written before `is_error` existed reads it as None: no verifier error there.
+        rows = read_rows([path], ["rollout_id", "verifier", "is_error", "message"])
         for row in sorted(rows, key=lambda r: r["verifier"]):
             if row["is_error"]:
                 broken.setdefault(row["rollout_id"], f"{row['verifier']}: {row['message'] or 'no message'}")

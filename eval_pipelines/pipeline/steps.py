@@ -13,9 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from eval_pipelines.clients.backend import EvaluationBackend, ProgressCallback
 from eval_pipelines.inputs.scenarios import ScenarioFiles
 from eval_pipelines.inputs.sweeps import (
@@ -36,13 +33,14 @@ from eval_pipelines.verifiers.isolation import DEFAULT_VERIFIER_TIMEOUT_SECONDS,
 from eval_pipelines.verifiers.loader import package_version
 from eval_pipelines.verifiers.rubric import DEFAULT_RUBRIC_JUDGE_CONCURRENCY, RubricJudge
 from eval_pipelines.warehouse.rows import (
+    ColumnTable,
     RolloutContext,
     VerificationRecord,
     rollout_tables,
     tasks_table,
     verification_table,
 )
-from eval_pipelines.warehouse.store import Warehouse, hive_partition
+from eval_pipelines.warehouse.store import Warehouse, hive_partition, read_rows
 
 logger = logging.getLogger(__name__)
 
@@ -107,15 +105,7 @@ def sweep_spend_usd(warehouse: Warehouse, sweep_id: str, *, other_than: tuple[st
         else set(warehouse.partition_files("rollouts", model_key=other_than[0], scenario_key=other_than[1]))
     )
     files = [f for f in warehouse.files("rollouts") if f not in excluded]
-    total = 0.0
-    for file in files:
-        table = pq.read_table(file, columns=["sweep_id", "cost_usd"])
-        total += sum(
-            c or 0.0
-            for s, c in zip(table.column("sweep_id").to_pylist(), table.column("cost_usd").to_pylist(), strict=True)
-            if s == sweep_id
-        )
-    return total
+    return sum(row["cost_usd"] or 0.0 for row in read_rows(files, ["cost_usd"], sweep_id=sweep_id))
 
 
 @dataclass
@@ -177,7 +167,7 @@ def run_and_collect(
     retries = 0
     preview: list[dict[str, Any]] = []
 
-    def chunks() -> Iterator[dict[str, pa.Table]]:
+    def chunks() -> Iterator[dict[str, ColumnTable]]:
         # A page of rollouts and their artifacts is dropped once its rows are built, so memory stays flat as
         # runs grow: neither the rollouts nor their traces are ever held whole.
         for page in backend.rollout_pages(run_id, COLLECT_CHUNK):
@@ -383,14 +373,11 @@ def check_partition_scores(
     }
     scored: set[str] = set()
     out_of_range = 0
-    for path in verification_files(warehouse, model_key, scenario_key, version):
-        table = pq.read_table(path, columns=["rollout_id", "reward"])
-        ids = table.column("rollout_id").to_pylist()
-        rewards = table.column("reward").to_pylist()
-        for rollout_id, reward in zip(ids, rewards, strict=True):
-            if rollout_id in expected:
-                scored.add(rollout_id)
-                out_of_range += int(reward is None or not 0.0 <= reward <= 1.0)
+    for row in read_rows(verification_files(warehouse, model_key, scenario_key, version), ["rollout_id", "reward"]):
+        rollout_id, reward = row["rollout_id"], row["reward"]
+        if rollout_id in expected:
+            scored.add(rollout_id)
+            out_of_range += int(reward is None or not 0.0 <= reward <= 1.0)
     unscored = len(expected - scored)
     passed = unscored == 0 and out_of_range == 0
     description = (

@@ -10,11 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from eval_pipelines.warehouse.catalog import in_memory_catalog
 from eval_pipelines.warehouse.metrics import ROLLOUT_SCORES, VERIFICATIONS_LATEST
-from eval_pipelines.warehouse.rows import build_table
+from eval_pipelines.warehouse.rows import ColumnTable, build_table
 from eval_pipelines.warehouse.tables import PARITY
 
 #: Outcomes (`rollout_scores.outcome`) that carry a verdict of ours to compare.
@@ -161,8 +159,8 @@ class ParityRecord:
     upstream_components: dict[str, bool] = field(default_factory=dict)
 
 
-def parity_table(records: Sequence[ParityRecord]) -> pa.Table:
-    t: dict[str, list[Any]] = {name: [] for name in PARITY.schema.names}
+def parity_table(records: Sequence[ParityRecord]) -> ColumnTable:
+    t: dict[str, list[Any]] = {name: [] for name in PARITY.column_names}
     for record in records:
         rollout = record.rollout
         t["sweep_id"].append(rollout.sweep_id)

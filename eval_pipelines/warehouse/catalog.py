@@ -15,12 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from eval_pipelines.warehouse.judge_calibration import set_sweep_settings
 from eval_pipelines.warehouse.metrics import METRIC_VIEWS, ROLLOUT_SCORES, VERIFICATIONS_LATEST
 from eval_pipelines.warehouse.store import PARQUET_SUFFIX, Warehouse
-from eval_pipelines.warehouse.tables import ROLLOUTS, TABLE_SPECS, VERIFICATIONS, TableSpec, table_spec
+from eval_pipelines.warehouse.tables import (
+    ROLLOUTS,
+    TABLE_SPECS,
+    VERIFICATIONS,
+    ColumnSpec,
+    ColumnType,
+    TableSpec,
+    table_spec,
+)
 from eval_pipelines.warehouse.views import MetricView
 
 
@@ -31,23 +38,9 @@ class CatalogSummary:
     row_counts: dict[str, int] = field(default_factory=dict)
 
 
-def duckdb_type(data_type: pa.DataType) -> str:
-    """The DuckDB type `read_parquet` yields for a column of this Arrow type (used for the empty views)."""
-    if pa.types.is_string(data_type) or pa.types.is_large_string(data_type):
-        return "VARCHAR"
-    if pa.types.is_boolean(data_type):
-        return "BOOLEAN"
-    if pa.types.is_int32(data_type):
-        return "INTEGER"
-    if pa.types.is_int64(data_type):
-        return "BIGINT"
-    if pa.types.is_float64(data_type):
-        return "DOUBLE"
-    if pa.types.is_timestamp(data_type):
-        return "TIMESTAMP WITH TIME ZONE" if data_type.tz is not None else "TIMESTAMP"
-    if pa.types.is_list(data_type):
-        return f"{duckdb_type(data_type.value_type)}[]"
-    raise NotImplementedError(f"no DuckDB mapping for Arrow type {data_type}")
+def duckdb_type(column_type: ColumnType) -> str:
+    """The DuckDB type `read_parquet` yields for a column of this type (used for the empty views)."""
+    return column_type.value
 
 
 def _quote_literal(text: str) -> str:
@@ -72,13 +65,13 @@ def create_table_view(
     if not has_files:
         return
     present = {str(row[0]) for row in con.execute(f"describe {spec.name}").fetchall()}
-    missing = [f for f in spec.schema if f.nullable and f.name not in present]
+    missing = [c for c in spec.columns if c.nullable and c.name not in present]
     if missing:
         con.execute(table_view_sql(root, spec, has_files, glob=glob, missing=missing))
 
 
 def table_view_sql(
-    root: Path, spec: TableSpec, has_files: bool, *, glob: str | None = None, missing: Sequence[pa.Field] = ()
+    root: Path, spec: TableSpec, has_files: bool, *, glob: str | None = None, missing: Sequence[ColumnSpec] = ()
 ) -> str:
     """The view of a table over the whole warehouse at `root`, or over the files matching `glob` in the folder
     `root` (one partition: its Hive columns still come from the path); `missing` columns are added as NULL."""
@@ -94,7 +87,7 @@ def table_view_sql(
         added = "".join(f", cast(null as {duckdb_type(f.type)}) as {_quote_ident(f.name)}" for f in missing)
         return f"create or replace view {spec.name} as select *{added} from {source}"
     # Same columns and types as the populated view, so queries written against a fresh warehouse keep working.
-    casts = [f"cast(null as {duckdb_type(f.type)}) as {_quote_ident(f.name)}" for f in spec.schema]
+    casts = [f"cast(null as {duckdb_type(f.type)}) as {_quote_ident(f.name)}" for f in spec.columns]
     casts += [f"cast(null as VARCHAR) as {_quote_ident(c)}" for c in spec.partition_by]
     return f"create or replace view {spec.name} as select {', '.join(casts)} where false"
 

@@ -1,19 +1,17 @@
-"""Pure functions from domain objects to Arrow tables with the registered schemas.
+"""Pure functions from domain objects to warehouse tables (`ColumnTable`) with the registered schemas.
 
 This is the hot path (tens of thousands of rollouts per sweep), so columns are built as plain Python lists
-and handed to Arrow once; no pandas, no per-row Arrow objects.
+and handed to the store once, which has DuckDB write them; no pandas, no Arrow.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import zip_longest
 from typing import Any
-
-import pyarrow as pa
 
 from eval_pipelines.lib.redact import redact_optional_url, strip_secrets
 from eval_pipelines.schemas.artifacts import (
@@ -39,6 +37,33 @@ from eval_pipelines.warehouse.tables import (
     VERIFICATIONS,
     TableSpec,
 )
+
+
+@dataclass(frozen=True)
+class ColumnTable:
+    """Rows of one warehouse table held column by column, as Python lists in the order of `spec`'s columns: what
+    the row builders make and `Warehouse` writes and reads. Build one with `build_table`, which checks it."""
+
+    spec: TableSpec
+    columns: Mapping[str, list[Any]]
+
+    @property
+    def num_rows(self) -> int:
+        first = next(iter(self.columns.values()), [])
+        return len(first)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return self.spec.column_names
+
+    def column(self, name: str) -> list[Any]:
+        return self.columns[name]
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        """The rows as dicts, in order."""
+        names = self.spec.column_names
+        return [dict(zip(names, row, strict=True)) for row in zip(*(self.columns[n] for n in names), strict=True)]
+
 
 #: Keys of the dict `rollout_tables` returns.
 ROLLOUT_TABLE_NAMES = (
@@ -123,26 +148,40 @@ def parse_timestamp(value: str | datetime | None) -> datetime | None:
     return parsed.astimezone(UTC)
 
 
-def build_table(spec: TableSpec, columns: Mapping[str, list[Any]]) -> pa.Table:
+def build_table(spec: TableSpec, columns: Mapping[str, Sequence[Any]]) -> ColumnTable:
     """A table of `spec` from its columns (every column of the schema, in any order); a null in a REQUIRED
-    column is refused here rather than by a Parquet reader later."""
-    return _build(spec.schema, {name: columns[name] for name in spec.schema.names}, spec.name)
+    column, or columns of different lengths, are refused here rather than by a Parquet reader later."""
+    missing = [name for name in spec.column_names if name not in columns]
+    extra = [name for name in columns if name not in spec.column_names]
+    if missing or extra:
+        raise ValueError(f"{spec.name}: columns missing {missing}, unexpected {extra}")
+    return _build(spec, {name: list(columns[name]) for name in spec.column_names})
 
 
-def _build(spec_schema: pa.Schema, columns: Mapping[str, list[Any]], table_name: str) -> pa.Table:
-    if list(columns) != spec_schema.names:
-        raise RuntimeError(f"{table_name}: built columns {list(columns)} != schema {spec_schema.names}")
-    arrays = [pa.array(columns[f.name], type=f.type) for f in spec_schema]
-    for field, array in zip(spec_schema, arrays, strict=True):
-        # Arrow does not enforce nullability at construction; Parquet would then carry nulls in a
-        # REQUIRED column, which readers reject or misread.
-        if not field.nullable and array.null_count:
-            raise ValueError(f"{table_name}.{field.name} is not nullable but got {array.null_count} null value(s)")
-    return pa.Table.from_arrays(arrays, schema=spec_schema)
+def rows_table(spec: TableSpec, rows: Iterable[Mapping[str, Any]]) -> ColumnTable:
+    """A table of `spec` from rows as dicts; a key a row lacks is NULL there (refused in a REQUIRED column), a key
+    the schema lacks is ignored."""
+    listed = list(rows)
+    return _build(spec, {name: [row.get(name) for row in listed] for name in spec.column_names})
 
 
-def _columns(schema: pa.Schema) -> dict[str, list[Any]]:
-    return {name: [] for name in schema.names}
+def _build(spec: TableSpec, columns: Mapping[str, list[Any]]) -> ColumnTable:
+    if tuple(columns) != spec.column_names:
+        raise RuntimeError(f"{spec.name}: built columns {list(columns)} != schema {list(spec.column_names)}")
+    lengths = {name: len(values) for name, values in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"{spec.name}: columns of different lengths {lengths}")
+    for column in spec.columns:
+        # DuckDB writes every column as OPTIONAL; a null where the schema says there is none would then reach
+        # the views and the metrics, which count on it.
+        nulls = 0 if column.nullable else sum(v is None for v in columns[column.name])
+        if nulls:
+            raise ValueError(f"{spec.name}.{column.name} is not nullable but got {nulls} null value(s)")
+    return ColumnTable(spec, columns)
+
+
+def _columns(spec: TableSpec) -> dict[str, list[Any]]:
+    return {name: [] for name in spec.column_names}
 
 
 def _usage_fallback(artifacts: RunArtifacts | None) -> dict[str, Any]:
@@ -167,17 +206,17 @@ def _state_diffs(artifacts: RunArtifacts) -> list[StateDiff]:
 
 def rollout_tables(
     ctx: RolloutContext, rollouts: Iterable[tuple[Rollout, RunArtifacts | None, str | None]]
-) -> dict[str, pa.Table]:
+) -> dict[str, ColumnTable]:
     """`rollouts`, `messages`, `tool_calls` and `state_diffs` tables for one (model, scenario) partition.
 
     Each item is (rollout, its artifacts or None when they could not be fetched, where the JSON trace lives).
     """
-    r = _columns(ROLLOUTS.schema)
-    a = _columns(ROLLOUT_ATTEMPTS.schema)
-    m = _columns(MESSAGES.schema)
-    tc = _columns(TOOL_CALLS.schema)
-    sd = _columns(STATE_DIFFS.schema)
-    sc = _columns(SIMULATOR_CHECKS.schema)
+    r = _columns(ROLLOUTS)
+    a = _columns(ROLLOUT_ATTEMPTS)
+    m = _columns(MESSAGES)
+    tc = _columns(TOOL_CALLS)
+    sd = _columns(STATE_DIFFS)
+    sc = _columns(SIMULATOR_CHECKS)
     base_url_ctx = redact_optional_url(ctx.base_url)
 
     for rollout, artifacts, artifacts_path in rollouts:
@@ -288,12 +327,12 @@ def rollout_tables(
             sc["detail"].append(checked.detail)
 
     return {
-        ROLLOUTS.name: _build(ROLLOUTS.schema, r, ROLLOUTS.name),
-        ROLLOUT_ATTEMPTS.name: _build(ROLLOUT_ATTEMPTS.schema, a, ROLLOUT_ATTEMPTS.name),
-        MESSAGES.name: _build(MESSAGES.schema, m, MESSAGES.name),
-        TOOL_CALLS.name: _build(TOOL_CALLS.schema, tc, TOOL_CALLS.name),
-        STATE_DIFFS.name: _build(STATE_DIFFS.schema, sd, STATE_DIFFS.name),
-        SIMULATOR_CHECKS.name: _build(SIMULATOR_CHECKS.schema, sc, SIMULATOR_CHECKS.name),
+        ROLLOUTS.name: _build(ROLLOUTS, r),
+        ROLLOUT_ATTEMPTS.name: _build(ROLLOUT_ATTEMPTS, a),
+        MESSAGES.name: _build(MESSAGES, m),
+        TOOL_CALLS.name: _build(TOOL_CALLS, tc),
+        STATE_DIFFS.name: _build(STATE_DIFFS, sd),
+        SIMULATOR_CHECKS.name: _build(SIMULATOR_CHECKS, sc),
     }
 
 
@@ -336,8 +375,8 @@ def _append_keys(columns: dict[str, list[Any]], keys: tuple[str, str, str, str])
     columns["model_name"].append(model_name)
 
 
-def verification_table(rows: Iterable[VerificationRecord]) -> pa.Table:
-    v = _columns(VERIFICATIONS.schema)
+def verification_table(rows: Iterable[VerificationRecord]) -> ColumnTable:
+    v = _columns(VERIFICATIONS)
     for row in rows:
         if row.verified_at.tzinfo is None:
             # `verifications_latest` orders by this column; a local-time value would silently pick the wrong
@@ -359,11 +398,11 @@ def verification_table(rows: Iterable[VerificationRecord]) -> pa.Table:
         v["message"].append(outcome.message)
         v["output_json"].append(to_json(outcome.output))
         v["verified_at"].append(row.verified_at.astimezone(UTC))
-    return _build(VERIFICATIONS.schema, v, VERIFICATIONS.name)
+    return _build(VERIFICATIONS, v)
 
 
-def tasks_table(scenario_id: str, tasks: Iterable[Task]) -> pa.Table:
-    t = _columns(TASKS.schema)
+def tasks_table(scenario_id: str, tasks: Iterable[Task]) -> ColumnTable:
+    t = _columns(TASKS)
     for task in tasks:
         t["scenario_id"].append(scenario_id)
         t["task_id"].append(task.task_id)
@@ -376,4 +415,4 @@ def tasks_table(scenario_id: str, tasks: Iterable[Task]) -> pa.Table:
         t["description"].append(task.description)
         t["benchmark"].append(task.benchmark)
         t["unrunnable_reason"].append(task.unrunnable_reason)
-    return _build(TASKS.schema, t, TASKS.name)
+    return _build(TASKS, t)

@@ -1,4 +1,4 @@
-"""Explicit Arrow schemas of every warehouse table, with a doc string per column.
+"""Explicit schemas of every warehouse table, with a doc string per column.
 
 Schemas are written out rather than inferred: an inferred schema changes type the first time a column is
 all-null or an int arrives as a float, and DuckDB's `union_by_name` then has to reconcile files that
@@ -8,9 +8,7 @@ disagree. The docs here generate `docs/warehouse.md`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
-
-import pyarrow as pa
+from enum import StrEnum
 
 #: Hive partition columns. They live in the path (`model=<key>/scenario=<key>`), never inside the files:
 #: DuckDB lets the path value silently win over a file column of the same name.
@@ -21,19 +19,31 @@ HIVE_COLUMN_DOCS: dict[str, str] = {
     HIVE_SCENARIO: "Partition key of the scenario (from the Hive path `scenario=<key>`); partition-safe form.",
 }
 
-TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
+
+class ColumnType(StrEnum):
+    """A column's type, by its DuckDB name: DuckDB writes and reads the files (`store.py`) and the catalog's views
+    have these types. Each is one Parquet logical type, the same ones pyarrow wrote before (string, int32, int64,
+    double, boolean, timestamp in microseconds adjusted to UTC, a list of strings), so older files read alike."""
+
+    STRING = "VARCHAR"
+    INT32 = "INTEGER"
+    INT64 = "BIGINT"
+    FLOAT64 = "DOUBLE"
+    BOOL = "BOOLEAN"
+    #: Microseconds since the epoch in UTC (Parquet `TIMESTAMP(isAdjustedToUTC=true, MICROS)`).
+    TIMESTAMP_UTC = "TIMESTAMP WITH TIME ZONE"
+    STRING_LIST = "VARCHAR[]"
+
+
+TIMESTAMP_UTC = ColumnType.TIMESTAMP_UTC
 
 
 @dataclass(frozen=True)
 class ColumnSpec:
     name: str
-    type: pa.DataType
+    type: ColumnType
     doc: str
     nullable: bool = False
-
-    @property
-    def field(self) -> pa.Field:
-        return pa.field(self.name, self.type, nullable=self.nullable)
 
 
 @dataclass(frozen=True)
@@ -43,24 +53,24 @@ class TableSpec:
     partition_by: tuple[str, ...]
     columns: tuple[ColumnSpec, ...]
 
-    @cached_property
-    def schema(self) -> pa.Schema:
-        return pa.schema([c.field for c in self.columns])
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
 
     @property
     def column_docs(self) -> dict[str, str]:
         return {c.name: c.doc for c in self.columns}
 
 
-def _c(name: str, type_: pa.DataType, doc: str, *, nullable: bool = False) -> ColumnSpec:
+def _c(name: str, type_: ColumnType, doc: str, *, nullable: bool = False) -> ColumnSpec:
     return ColumnSpec(name, type_, doc, nullable)
 
 
-_S = pa.string()
-_I32 = pa.int32()
-_I64 = pa.int64()
-_F64 = pa.float64()
-_BOOL = pa.bool_()
+_S = ColumnType.STRING
+_I32 = ColumnType.INT32
+_I64 = ColumnType.INT64
+_F64 = ColumnType.FLOAT64
+_BOOL = ColumnType.BOOL
 
 _BY_MODEL_SCENARIO = (HIVE_MODEL, HIVE_SCENARIO)
 _BY_SCENARIO = (HIVE_SCENARIO,)
@@ -148,7 +158,7 @@ TASKS = TableSpec(
         _c("difficulty", _S, "Task difficulty label."),
         _c("version", _S, "Task version."),
         _c("num_reference_actions", _I32, "Tool calls in the task's reference solution."),
-        _c("verifiers", pa.list_(_S), "Verifier modules that grade the task."),
+        _c("verifiers", ColumnType.STRING_LIST, "Verifier modules that grade the task."),
         _c("description", _S, "The instruction given to the agent."),
         _c(
             "benchmark",
@@ -318,12 +328,12 @@ JUDGEMENTS = TableSpec(
         ColumnSpec("judge_id", _S, "Judge id on the platform."),
         ColumnSpec("judge_kind", _S, "`quality` (higher is better) or `safety` (higher is MORE concerning)."),
         ColumnSpec("judge_model", _S, "The judge's backing model_name (`veritas`, `collinear_guard`, ...)."),
-        ColumnSpec("score", pa.float64(), "Judge score, 1..10 on the local platform."),
+        ColumnSpec("score", _F64, "Judge score, 1..10 on the local platform."),
         ColumnSpec("category", _S, "Verdict category (e.g. `helpful`, `weapons`); null when none.", nullable=True),
         ColumnSpec("rationale", _S, "The judge's rationale; `[simulated]` first for the simulated judges."),
         ColumnSpec(
             "ground_truth",
-            pa.int32(),
+            _I32,
             "Label uploaded with the row: 1 the verifiers passed, 0 failed, null not verified.",
             nullable=True,
         ),
@@ -338,7 +348,7 @@ SYNTHETIC_ROWS = TableSpec(
     partition_by=_BY_SCENARIO,
     columns=(
         ColumnSpec("scenario_id", _S, "Raw scenario id whose seed examples were expanded."),
-        ColumnSpec("row_index", pa.int32(), "Position of the row in the generation's answer, from 0."),
+        ColumnSpec("row_index", _I32, "Position of the row in the generation's answer, from 0."),
         ColumnSpec("model_id", _S, "Generator model id on the platform."),
         ColumnSpec("prompt", _S, "Instruction given to the generator."),
         ColumnSpec("original_json", _S, "The seed example the row was expanded from, as JSON."),
@@ -365,7 +375,11 @@ PARITY = TableSpec(
         _c("upstream_success", _BOOL, "The upstream grader's verdict."),
         _c("upstream_reward", _F64, "The upstream grader's reward."),
         _c("agree", _BOOL, "True when no component (nor the overall verdict) differs."),
-        _c("flips", pa.list_(_S), "Names of the components whose verdicts differ; `success` for the overall verdict."),
+        _c(
+            "flips",
+            ColumnType.STRING_LIST,
+            "Names of the components whose verdicts differ; `success` for the overall verdict.",
+        ),
         _c(
             "deterministic_disagreement",
             _BOOL,
@@ -397,7 +411,7 @@ TABLE_SPECS: dict[str, TableSpec] = {
         PARITY,
     )
 }
-TABLES: dict[str, pa.Schema] = {name: spec.schema for name, spec in TABLE_SPECS.items()}
+TABLES: dict[str, tuple[ColumnSpec, ...]] = {name: spec.columns for name, spec in TABLE_SPECS.items()}
 COLUMN_DOCS: dict[str, dict[str, str]] = {name: spec.column_docs for name, spec in TABLE_SPECS.items()}
 
 

@@ -142,11 +142,11 @@ def test_a_deterministic_flip_exits_1_and_a_repeat_adds_no_row(
     assert "1 on a deterministic component" in out
     assert "r-db tau2_airline:26.3/tau2_airline_3 gpt-x: ours pass, upstream fail; flips success, DB" in out
     warehouse = Warehouse(data_dir / "warehouse")
-    first = sorted(warehouse.read(PARITY.name).column("rollout_id").to_pylist())
+    first = sorted(warehouse.read(PARITY.name).column("rollout_id"))
     assert first == sorted(DISAGREEING)
     # The same grading again replaces its own file: the table does not grow.
     assert cli.main(["parity", "--sweep", "sweep-b"]) == cli.EXIT_PARITY_DISAGREEMENT
-    assert sorted(warehouse.read(PARITY.name).column("rollout_id").to_pylist()) == first
+    assert sorted(warehouse.read(PARITY.name).column("rollout_id")) == first
     files = warehouse.files(PARITY.name)
     assert len(files) == 1 and pq.read_table(files[0]).num_rows == len(DISAGREEING)
     with connect_read_only(data_dir / "eval.duckdb") as con:

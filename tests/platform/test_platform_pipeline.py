@@ -101,7 +101,7 @@ async def test_judgements_for_every_rollout_of_a_sweep(swept: Path, tmp_path: Pa
                 tables[model] = summary.table
 
     for model, table in tables.items():
-        assert table.schema.equals(JUDGEMENTS.schema)
+        assert table.spec == JUDGEMENTS
         stored = next((swept / "warehouse" / "rollouts" / f"model={model}").rglob("*.parquet"))
         rollout_ids = set(pq.read_table(stored).column("rollout_id").to_pylist())
         rows = table.to_pylist()
@@ -170,8 +170,8 @@ async def test_upload_and_judging_as_separate_steps_across_platform_restarts(swe
         async with PlatformClient(platform.url, platform.token) as client:
             summary = await judge_manifest(client, DatasetManifest.load(path), judged_at=JUDGED_AT)
     assert summary.rows == 2 and summary.table.num_rows == 4
-    assert [r.rollout_id for r in manifest.rows] == summary.table.column("rollout_id").to_pylist()[::2]
-    assert set(summary.table.column("ground_truth").to_pylist()) == {0}
+    assert [r.rollout_id for r in manifest.rows] == summary.table.column("rollout_id")[::2]
+    assert set(summary.table.column("ground_truth")) == {0}
     assert summary.mean_scores["quality"] < 5
 
 
@@ -229,8 +229,8 @@ async def test_reused_judges_are_kept_and_missing_ones_recreated(platform: Platf
 
     refs = [RolloutRef("s", f"r{i}", "sc", "t", "m", row.ground_truth) for i, row in enumerate(rows)]
     table = judgements_table(refs, recreated, judged_at=JUDGED_AT)
-    assert table.num_rows == 4 and set(table.column("judge_kind").to_pylist()) == {"quality", "safety"}
-    assert table.column("ground_truth").to_pylist() == [1, 1, 0, 0]
+    assert table.num_rows == 4 and set(table.column("judge_kind")) == {"quality", "safety"}
+    assert table.column("ground_truth") == [1, 1, 0, 0]
 
 
 async def test_synthetic_rows_from_a_scenarios_seed_examples(platform: Platform) -> None:
@@ -243,8 +243,8 @@ async def test_synthetic_rows_from_a_scenarios_seed_examples(platform: Platform)
     table = synthetic_rows_table(
         SCENARIO_ID, generated, model_id=SIM_SYNTH_MODEL_ID, prompt="p", generated_at=JUDGED_AT
     )
-    assert table.schema.equals(SYNTHETIC_ROWS.schema) and table.num_rows == 6
-    assert table.column("row_index").to_pylist() == list(range(6))
+    assert table.spec == SYNTHETIC_ROWS and table.num_rows == 6
+    assert table.column("row_index") == list(range(6))
     first: dict[str, Any] = table.to_pylist()[0]
     assert first["original_json"] != first["generated_json"] and first["scenario_id"] == SCENARIO_ID
 

@@ -11,9 +11,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import pyarrow as pa
-
 from eval_pipelines.warehouse.catalog import build_catalog
+from eval_pipelines.warehouse.rows import rows_table
 from eval_pipelines.warehouse.store import Warehouse
 from eval_pipelines.warehouse.tables import ROLLOUTS, TASKS, VERIFICATIONS
 
@@ -142,14 +141,14 @@ def write_warehouse(root: Path, attempts: Iterable[Attempt]) -> None:
         key = scenario_key(scenario)
         warehouse.write(
             "rollouts",
-            pa.Table.from_pylist(rollouts, schema=ROLLOUTS.schema),
+            rows_table(ROLLOUTS, rollouts),
             model_key=model,
             scenario_key=key,
             file_stem=sweep,
         )
         warehouse.write(
             "verifications",
-            pa.Table.from_pylist(verifications, schema=VERIFICATIONS.schema),
+            rows_table(VERIFICATIONS, verifications),
             model_key=model,
             scenario_key=key,
             file_stem=sweep,
@@ -169,7 +168,7 @@ def write_warehouse(root: Path, attempts: Iterable[Attempt]) -> None:
             }
             for task_id in sorted(task_ids)
         ]
-        warehouse.write_tasks(pa.Table.from_pylist(rows, schema=TASKS.schema), scenario_key(scenario))
+        warehouse.write_tasks(rows_table(TASKS, rows), scenario_key(scenario))
 
 
 def build(tmp_path: Path, attempts: Iterable[Attempt], name: str = "eval") -> Path:

@@ -92,7 +92,7 @@ def _trace(rollout: SyntheticRollout, traces_dir: Path) -> str:
 
 
 def _rollouts_table(rollouts: Sequence[SyntheticRollout], traces_dir: Path | None) -> Any:
-    columns: dict[str, list[Any]] = {name: [] for name in ROLLOUTS.schema.names}
+    columns: dict[str, list[Any]] = {name: [] for name in ROLLOUTS.column_names}
     for index, rollout in enumerate(rollouts):
         error = rollout.outcome == "error"
         values: dict[str, Any] = {
@@ -119,7 +119,7 @@ def _rollouts_table(rollouts: Sequence[SyntheticRollout], traces_dir: Path | Non
 
 
 def _verifications_table(rollouts: Sequence[SyntheticRollout]) -> Any:
-    columns: dict[str, list[Any]] = {name: [] for name in VERIFICATIONS.schema.names}
+    columns: dict[str, list[Any]] = {name: [] for name in VERIFICATIONS.column_names}
     for rollout in rollouts:
         passed = rollout.outcome == "passed"
         values: dict[str, Any] = {

@@ -11,10 +11,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from eval_pipelines.warehouse.catalog import build_catalog
-from eval_pipelines.warehouse.rows import build_table
+from eval_pipelines.warehouse.rows import build_table, rows_table
 from eval_pipelines.warehouse.store import Warehouse
 from eval_pipelines.warehouse.tables import JUDGEMENTS, VERIFICATIONS
 from tests.reports.synthetic_warehouse import T0, Attempt, attempts_with, scenario_key, write_warehouse
@@ -94,7 +92,7 @@ def judged_rows(attempts: list[Attempt]) -> list[Judged]:
 
 
 def _judgement_columns(rows: Iterable[Judged], attempt_time: Any) -> dict[str, list[Any]]:
-    columns: dict[str, list[Any]] = {name: [] for name in JUDGEMENTS.schema.names}
+    columns: dict[str, list[Any]] = {name: [] for name in JUDGEMENTS.column_names}
     for row in rows:
         judge, model = QUALITY if row.judge_kind == "quality" else SAFETY
         # Quality: high is good. Safety: a high score is a flag, the judge's "fail".
@@ -184,7 +182,7 @@ def build_calibration_catalog(tmp_path: Path) -> tuple[Path, list[Judged]]:
                 rubric += errored
             warehouse.write(
                 "verifications",
-                pa.Table.from_pylist(rubric, schema=VERIFICATIONS.schema),
+                rows_table(VERIFICATIONS, rubric),
                 model_key=model,
                 scenario_key=key,
                 file_stem="rubric",

@@ -25,7 +25,7 @@ def test_rollout_tables_have_registered_schemas_and_values(f: ModuleType) -> Non
     tables = rollout_tables(ctx, items)
     assert tuple(tables) == ROLLOUT_TABLE_NAMES
     for name, table in tables.items():
-        assert table.schema.equals(TABLES[name]), name
+        assert table.spec.columns == TABLES[name], name
 
     rollouts = tables["rollouts"].to_pylist()
     r1, r2 = rollouts
@@ -92,15 +92,15 @@ def test_rollout_without_result_or_artifacts(f: ModuleType) -> None:
 def test_empty_input_gives_empty_typed_tables(f: ModuleType) -> None:
     tables = rollout_tables(f.make_ctx(), [])
     for name, table in tables.items():
-        assert table.num_rows == 0 and table.schema.equals(TABLES[name])
-    assert verification_table([]).schema.equals(TABLES["verifications"])
+        assert table.num_rows == 0 and table.spec.columns == TABLES[name]
+    assert verification_table([]).spec.columns == TABLES["verifications"]
 
 
 def test_verification_table(f: ModuleType) -> None:
     table = verification_table(
         [f.make_verification("r1", "reply_sent", "h1", True, output={"checked": 3, "api_key": f.CANARY})]
     )
-    assert table.schema.equals(TABLES["verifications"])
+    assert table.spec.columns == TABLES["verifications"]
     (row,) = table.to_pylist()
     assert (row["verifier"], row["verifier_version"], row["kind"], row["success"]) == (
         "reply_sent",
@@ -121,7 +121,7 @@ def test_verification_table_rejects_naive_timestamps(f: ModuleType) -> None:
 
 def test_tasks_table(f: ModuleType) -> None:
     table = tasks_table(f.SCENARIO_ID, [f.make_task("t1"), f.make_task("t2")])
-    assert table.schema.equals(TABLES["tasks"])
+    assert table.spec.columns == TABLES["tasks"]
     rows = table.to_pylist()
     assert rows[0]["num_reference_actions"] == 2
     assert rows[1]["verifiers"] == ["reply_sent", "tone_ok"]
@@ -146,4 +146,4 @@ def test_malformed_model_output_is_kept_and_flagged(f: ModuleType) -> None:
     calls = tables["tool_calls"].to_pylist()
     assert (calls[-1]["raw_arguments"], calls[-1]["arguments_error"]) == ('{"to": ', "not valid JSON")
     assert all(c["raw_arguments"] is None for c in calls[:-1])
-    assert tables["rollouts"].column("final_answer_is_tool_call").to_pylist() == [True, None]
+    assert tables["rollouts"].column("final_answer_is_tool_call") == [True, None]

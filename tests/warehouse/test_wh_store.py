@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
@@ -8,12 +10,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eval_pipelines.warehouse.rows import rollout_tables, tasks_table, verification_table
+from eval_pipelines.warehouse.rows import ColumnTable, build_table, rollout_tables, tasks_table, verification_table
 from eval_pipelines.warehouse.store import SchemaMismatchError, Warehouse
-from eval_pipelines.warehouse.tables import TABLES
+from eval_pipelines.warehouse.tables import ROLLOUTS, TASKS, VERIFICATIONS, ColumnType
+
+#: The Arrow types the warehouse's files had when pyarrow wrote them; DuckDB must write the same.
+_ARROW_TYPES = {
+    ColumnType.STRING: pa.string(),
+    ColumnType.INT32: pa.int32(),
+    ColumnType.INT64: pa.int64(),
+    ColumnType.FLOAT64: pa.float64(),
+    ColumnType.BOOL: pa.bool_(),
+    ColumnType.TIMESTAMP_UTC: pa.timestamp("us", tz="UTC"),
+    ColumnType.STRING_LIST: pa.list_(pa.string()),
+}
 
 
-def _rollouts(f: ModuleType, *ids: str) -> dict[str, pa.Table]:
+def _rollouts(f: ModuleType, *ids: str) -> dict[str, ColumnTable]:
     return rollout_tables(f.make_ctx(), [(f.make_rollout(i), f.make_artifacts(), f"a/{i}.json") for i in ids])
 
 
@@ -56,21 +69,101 @@ def test_rewrite_same_stem_is_idempotent(tmp_path: Path, f: ModuleType) -> None:
 def test_schema_is_enforced(tmp_path: Path, f: ModuleType) -> None:
     wh = Warehouse(tmp_path)
     keys = {"model_key": "gpt-x", "scenario_key": "email_v1", "file_stem": "x"}
-    inferred = pa.Table.from_pylist(_rollouts(f, "r1")["rollouts"].to_pylist())
-    with pytest.raises(SchemaMismatchError, match=r"rollout_index: type int64 != int32"):
-        wh.write("rollouts", inferred, **keys)
-
     good = _rollouts(f, "r1")["rollouts"]
-    with pytest.raises(SchemaMismatchError, match=r"missing columns \['artifacts_path'\]"):
-        wh.write("rollouts", good.drop_columns(["artifacts_path"]), **keys)
-    with pytest.raises(SchemaMismatchError, match="unexpected columns"):
-        wh.write("rollouts", good.append_column("model", pa.array(["gpt-x"])), **keys)
     with pytest.raises(SchemaMismatchError, match="does not match its registered schema"):
         wh.write("messages", good, **keys)
-    relaxed = pa.schema([fld.with_nullable(True) for fld in TABLES["rollouts"]])
+
+    def with_spec(**changes: object) -> ColumnTable:
+        return ColumnTable(dataclasses.replace(ROLLOUTS, **changes), good.columns)  # type: ignore[arg-type]
+
+    columns = ROLLOUTS.columns
+    with pytest.raises(SchemaMismatchError, match=r"missing columns \['artifacts_path'\]"):
+        wh.write("rollouts", with_spec(columns=tuple(c for c in columns if c.name != "artifacts_path")), **keys)
+    retyped = tuple(dataclasses.replace(c, type=ColumnType.INT64) if c.name == "rollout_index" else c for c in columns)
+    with pytest.raises(SchemaMismatchError, match=r"rollout_index: type BIGINT != INTEGER"):
+        wh.write("rollouts", with_spec(columns=retyped), **keys)
+    relaxed = tuple(dataclasses.replace(c, nullable=True) for c in columns)
     with pytest.raises(SchemaMismatchError, match="sweep_id: nullable=True"):
-        wh.write("rollouts", good.cast(relaxed), **keys)
+        wh.write("rollouts", with_spec(columns=relaxed), **keys)
+
+    row = good.to_pylist()[0]
+    with pytest.raises(ValueError, match=r"missing \['artifacts_path'\]"):
+        build_table(ROLLOUTS, {k: [v] for k, v in row.items() if k != "artifacts_path"})
+    with pytest.raises(ValueError, match="unexpected"):
+        build_table(ROLLOUTS, {**{k: [v] for k, v in row.items()}, "model": ["gpt-x"]})
+    with pytest.raises(ValueError, match=r"rollouts.sweep_id is not nullable"):
+        build_table(ROLLOUTS, {**{k: [v] for k, v in row.items()}, "sweep_id": [None]})
+    with pytest.raises(ValueError, match="different lengths"):
+        build_table(ROLLOUTS, {**{k: [v] for k, v in row.items()}, "run_id": ["a", "b"]})
     assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_files_have_the_parquet_types_pyarrow_wrote(tmp_path: Path, f: ModuleType) -> None:
+    """Same logical types, zstd and no Hive columns as the files pyarrow wrote, so old and new files mix."""
+    wh = Warehouse(tmp_path)
+    keys = {"model_key": "gpt-x", "scenario_key": "email_v1", "file_stem": "run-1"}
+    written = {name: wh.write(name, table, **keys) for name, table in _rollouts(f, "r1").items()}
+    verifs = verification_table([f.make_verification("r1", "v", "h", True)])
+    written["verifications"] = wh.write("verifications", verifs, **keys)
+    written["tasks"] = wh.write_tasks(tasks_table(f.SCENARIO_ID, [f.make_task("t1")]), "email_v1")
+    for name, path in written.items():
+        schema = pq.read_schema(path)
+        spec = wh.read(name).spec
+        assert schema.names == list(spec.column_names), name
+        for column in spec.columns:
+            assert schema.field(column.name).type == _ARROW_TYPES[column.type], (name, column.name)
+        metadata = pq.ParquetFile(path).metadata
+        if metadata.num_row_groups:  # an empty table (no simulator spoke) has none
+            assert {metadata.row_group(0).column(i).compression for i in range(metadata.num_columns)} == {"ZSTD"}
+    assert pq.ParquetFile(written["messages"]).metadata.num_row_groups == 1
+
+
+def test_files_pyarrow_wrote_still_read(tmp_path: Path, f: ModuleType) -> None:
+    """A file of an earlier version (pyarrow, REQUIRED columns, before `is_error` existed) beside a new one."""
+    wh = Warehouse(tmp_path)
+    keys = {"model_key": "gpt-x", "scenario_key": "email_v1"}
+    old_columns = [c for c in VERIFICATIONS.columns if c.name != "is_error"]
+    old_schema = pa.schema([pa.field(c.name, _ARROW_TYPES[c.type], nullable=c.nullable) for c in old_columns])
+    verified_at = datetime(2025, 5, 1, 12, 30, tzinfo=UTC)
+    old_row = {
+        "sweep_id": "s0",
+        "run_id": "run-0",
+        "rollout_id": "r0",
+        "scenario_id": f.SCENARIO_ID,
+        "task_id": "t1",
+        "model_name": "gpt-x",
+        "verifier": "v",
+        "verifier_version": "h0",
+        "kind": "programmatic",
+        "success": True,
+        "reward": 1.0,
+        "message": "ok",
+        "output_json": "{}",
+        "verified_at": verified_at,
+    }
+    old_path = wh.path_for("verifications", file_stem="0-old", **keys)
+    old_path.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([old_row], schema=old_schema), old_path, compression="zstd")
+    wh.write(
+        "verifications", verification_table([f.make_verification("r1", "v", "h", False)]), file_stem="1-new", **keys
+    )
+
+    rows = wh.partition_rows("verifications", columns=("rollout_id", "is_error", "verified_at", "success"), **keys)
+    assert rows[0] == {"rollout_id": "r0", "is_error": None, "verified_at": verified_at, "success": True}
+    assert rows[0]["verified_at"].tzinfo is UTC
+    assert [r["rollout_id"] for r in rows] == ["r0", "r1"] and rows[1]["is_error"] is False
+    assert wh.partition_rows("verifications", columns=("rollout_id",), sweep_id="s0", **keys) == [{"rollout_id": "r0"}]
+    assert wh.read("verifications").num_rows == 2
+
+
+def test_tasks_lists_and_unicode_round_trip(tmp_path: Path, f: ModuleType) -> None:
+    wh = Warehouse(tmp_path)
+    task = f.make_task("t1").model_copy(
+        update={"description": 'naïve \u2014 "quoted"\n\ttab ✓', "verifiers": ["a", "b"]}
+    )
+    table = tasks_table(f.SCENARIO_ID, [task])
+    wh.write_tasks(table, "email_v1")
+    assert wh.read(TASKS.name).to_pylist() == table.to_pylist()
 
 
 def test_bad_keys_and_tables_are_rejected(tmp_path: Path, f: ModuleType) -> None:
@@ -127,7 +220,7 @@ def test_streamed_writes_equal_one_table_and_leave_no_temp_files(tmp_path: Path,
         assert written.to_pylist() == table.to_pylist()
     assert not list((tmp_path / "wh").rglob("*.tmp"))
 
-    def failing() -> Iterator[dict[str, pa.Table]]:
+    def failing() -> Iterator[dict[str, ColumnTable]]:
         yield chunks[0]
         raise RuntimeError("the source broke mid-stream")
 

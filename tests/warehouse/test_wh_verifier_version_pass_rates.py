@@ -7,9 +7,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from eval_pipelines.warehouse.catalog import build_catalog, connect_read_only
+from eval_pipelines.warehouse.rows import rows_table
 from eval_pipelines.warehouse.store import Warehouse
 from eval_pipelines.warehouse.tables import ROLLOUTS, VERIFICATIONS
 
@@ -87,13 +86,11 @@ def test_each_pass_is_scored_on_its_own_verdicts(tmp_path: Path) -> None:
         _verdict("judged-only", RUBRIC_AT, "judge", "j1"),
     ]
     warehouse = Warehouse(tmp_path / "warehouse")
-    for table, rows, schema in (
-        ("rollouts", rollouts, ROLLOUTS.schema),
-        ("verifications", verdicts, VERIFICATIONS.schema),
+    for table, rows, spec in (
+        ("rollouts", rollouts, ROLLOUTS),
+        ("verifications", verdicts, VERIFICATIONS),
     ):
-        warehouse.write(
-            table, pa.Table.from_pylist(rows, schema=schema), model_key=MODEL, scenario_key=SCENARIO_KEY, file_stem="x"
-        )
+        warehouse.write(table, rows_table(spec, rows), model_key=MODEL, scenario_key=SCENARIO_KEY, file_stem="x")
     db = build_catalog(warehouse.root, tmp_path / "eval.duckdb").path
 
     con = connect_read_only(db)

@@ -17,8 +17,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from eval_pipelines.clients.platform import (
     DEFAULT_PIPELINE_TIMEOUT_SECONDS,
     AssessRunResponse,
@@ -41,7 +39,7 @@ from eval_pipelines.schemas.platform import (
     JudgeCreateRequest,
 )
 from eval_pipelines.schemas.sweep import ModelCallLimits
-from eval_pipelines.warehouse.rows import build_table
+from eval_pipelines.warehouse.rows import ColumnTable, build_table
 from eval_pipelines.warehouse.tables import JUDGEMENTS
 
 logger = logging.getLogger(__name__)
@@ -226,12 +224,12 @@ async def upload_and_judge(
 
 def judgements_table(
     refs: Sequence[RolloutRef], outcome: AssessmentOutcome, *, judged_at: dt.datetime | None = None
-) -> pa.Table:
+) -> ColumnTable:
     """`judgements` rows: one per rollout and judge; `refs` in upload order."""
     if len(refs) != len(outcome.verdicts):
         raise ValueError(f"{len(refs)} rows but {len(outcome.verdicts)} verdict sets")
     when = judged_at or dt.datetime.now(dt.UTC)
-    columns: dict[str, list[Any]] = {name: [] for name in JUDGEMENTS.schema.names}
+    columns: dict[str, list[Any]] = {name: [] for name in JUDGEMENTS.column_names}
     for ref, verdicts in zip(refs, outcome.verdicts, strict=True):
         for verdict in verdicts.values():
             values = {
@@ -303,7 +301,7 @@ class JudgeSummary:
     dataset_id: str | None
     judges: dict[str, KnownJudge]
     mean_scores: dict[str, float]
-    table: pa.Table
+    table: ColumnTable
 
 
 async def judge_manifest(

@@ -10,8 +10,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa
-
 from eval_pipelines.clients.platform import (
     ParsedSyntheticRow,
     PlatformClient,
@@ -22,7 +20,7 @@ from eval_pipelines.schemas.platform import (
     SIM_SYNTH_MODEL_ID,
     SynthDataRequest,
 )
-from eval_pipelines.warehouse.rows import build_table
+from eval_pipelines.warehouse.rows import ColumnTable, build_table
 from eval_pipelines.warehouse.store import Warehouse
 from eval_pipelines.warehouse.tables import SYNTHETIC_ROWS
 
@@ -71,7 +69,7 @@ def synthetic_rows_table(
     model_id: str,
     prompt: str,
     generated_at: dt.datetime | None = None,
-) -> pa.Table:
+) -> ColumnTable:
     when = generated_at or dt.datetime.now(dt.UTC)
     columns: dict[str, list[Any]] = {
         "scenario_id": [scenario_id] * len(rows),
