@@ -14,14 +14,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from eval_pipelines.inputs.scenarios import ScenarioCatalog, ScenarioFiles
 from eval_pipelines.pipeline.steps import check_partition_scores
 from eval_pipelines.verifiers.loader import package_version
 from eval_pipelines.warehouse.catalog import connect_read_only
 from eval_pipelines.warehouse.metrics import VERIFIER_VERSION_PASS_RATES
-from eval_pipelines.warehouse.store import Warehouse
+from eval_pipelines.warehouse.store import Warehouse, distinct_values
 
 
 @dataclass(frozen=True)
@@ -87,10 +85,7 @@ def stale_partitions(
 
 def stored_sweep_ids(warehouse: Warehouse) -> list[str]:
     """Every sweep id with rollouts in the warehouse, sorted (reads one column of each rollouts file)."""
-    ids: set[str] = set()
-    for path in warehouse.files("rollouts"):
-        ids.update(str(s) for s in pq.read_table(path, columns=["sweep_id"]).column("sweep_id").to_pylist() if s)
-    return sorted(ids)
+    return sorted(str(s) for s in distinct_values(warehouse.files("rollouts"), "sweep_id") if s)
 
 
 @dataclass(frozen=True)
