@@ -4,8 +4,8 @@ how little is read at a time is decided here alone.
 A model x scenario group is read in one pass per table, never per batch (a per-batch query scans the group's files
 once per batch, so the time would grow with the square of the group's size). Each table's rows of the group's
 rollouts (rollouts, verifications, messages, tool calls, retried attempts) are tagged with their rollout's place in
-the export order and spooled to temporary files, one per range of places (`_Spool`). The ranges are then read in
-order: the rollouts query (`_GROUP_ROLLOUTS_SQL`, with the catalog's own `rollout_scores` and
+the export order and spooled by DuckDB to temporary Parquet files, one per range of places (`_Spool`). The ranges
+are then read in order: the rollouts query (`_GROUP_ROLLOUTS_SQL`, with the catalog's own `rollout_scores` and
 `verifications_latest` SQL) runs on one range's rows at a time in a scratch in-memory DuckDB, and each batch takes
 its transcripts from the head of the sorted transcript spools. Time grows with the group's size, and memory with a
 range's, not the group's.
@@ -13,18 +13,16 @@ range's, not the group's.
 
 from __future__ import annotations
 
-import contextlib
+import shutil
 import tempfile
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from eval_pipelines.lib.suggest import did_you_mean
 from eval_pipelines.reports.export.output import ExportError
@@ -37,13 +35,13 @@ SPOOL_ROLLOUTS = 2_000
 #: At most this many spool files per table and group (all open while spooling): past SPOOL_ROLLOUTS x
 #: MAX_SPOOL_FILES rollouts in a group, each file holds more rollouts.
 MAX_SPOOL_FILES = 200
-#: Rows DuckDB hands over at a time while spooling, and rows turned into dicts at a time when reading back.
-_ARROW_ROWS = 32_768
+#: Rows turned into dicts at a time when reading a spool back.
 _DICT_ROWS = 4_096
-#: The spooled column of a row's rollout place in the export order, and the name the group's places are
-#: registered under on the catalog connection while spooling.
+#: The spooled column of a row's rollout place in the export order, the name of the group's places (a Parquet
+#: file beside the spools, which the spooling queries join), and the Hive column that splits a spool into its files.
 _ORDINAL = "_ordinal"
 _KEYS = "_export_rollout_places"
+_FILE = "_file"
 
 
 @dataclass(frozen=True)
@@ -150,10 +148,10 @@ class _Spooled:
     columns: str = "t.*"
     order: str | None = None
 
-    def sql(self) -> str:
+    def sql(self, places: Path) -> str:
         return (
-            f"select k.{_ORDINAL}, {self.columns} from {self.table} as t join {_KEYS} as k using (rollout_id) "
-            f"where {self.where}"
+            f"select k.{_ORDINAL}, {self.columns} from {self.table} as t "
+            f"join read_parquet({_quote_literal(str(places))}) as k using (rollout_id) where {self.where}"
         )
 
 
@@ -210,6 +208,14 @@ where sweep_id = $sweep and model_name = $model_name and scenario_id = $scenario
 """
 
 
+def _quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _dicts(cursor: duckdb.DuckDBPyConnection, rows: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
     names = [d[0] for d in cursor.description or []]
     return [dict(zip(names, row, strict=True)) for row in rows]
@@ -254,72 +260,84 @@ def _bound(sql: str, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Spool:
-    """One table's rows of a group, spooled to files by their rollout's place in the export order (file k holds
-    places k x per_file up to the next). `read` hands out one file's rows; `take` hands out a transcript's rows in
-    order, while they belong to the batch asked for."""
+    """One table's rows of a group, spooled by DuckDB to Parquet files by their rollout's place in the export order
+    (file k holds places k x per_file up to the next). `source` names one file's rows for a query; `take` hands out a
+    transcript's rows in order, while they belong to the batch asked for."""
 
     def __init__(self, folder: Path, per_file: int, order: str | None = None) -> None:
         self.folder = folder
         self.per_file = per_file
         self.order = order
         self.files: list[int] = []
-        self.schema = pa.schema([])
+        #: the spooled columns (without the place) and their DuckDB types
+        self.columns: dict[str, str] = {}
         self._queue: deque[int] = deque()
         self._rows: Iterator[dict[str, Any]] = iter(())
         self._head: dict[str, Any] | None = None
         #: the last rollout handed out, with its rows, for a rollout listed twice across two batches
         self._last: tuple[str, list[dict[str, Any]]] | None = None
+        self._reader: duckdb.DuckDBPyConnection | None = None
 
     def _path(self, index: int) -> Path:
-        return self.folder / f"{index}.arrow"
+        return self.folder / f"{_FILE}={index}"
 
-    def write(self, source: pa.RecordBatchReader) -> None:
-        self.folder.mkdir()
-        self.schema = source.schema
-        writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
-        options = pa.ipc.IpcWriteOptions(compression="lz4")
-        try:
-            for batch in source:
-                if not batch.num_rows:
-                    continue
-                # The batch's rows grouped by file, so each file gets one slice of it.
-                files = pc.divide(batch.column(_ORDINAL), self.per_file)
-                by_file = pc.sort_indices(files)
-                index = files.take(by_file).to_numpy()
-                batch = batch.take(by_file)
-                starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
-                for start, end in zip(starts, [*starts[1:], len(index)], strict=True):
-                    file = int(index[start])
-                    if file not in writers:
-                        writers[file] = pa.ipc.new_file(str(self._path(file)), batch.schema, options=options)
-                    writers[file].write_batch(batch.slice(start, end - start))
-        finally:
-            for writer in writers.values():
-                writer.close()
-        self.files = sorted(writers)
+    def write(self, con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, Any]) -> None:
+        """Spool the rows of `sql` (with a place column) in one pass over the catalog's files."""
+        described = con.execute(f"describe {sql}", dict(params)).fetchall()
+        self.columns = {str(row[0]): str(row[1]) for row in described if row[0] != _ORDINAL}
+        # One folder per file (`_file=<k>`): DuckDB writes each range's rows as they come, never sorting the whole.
+        con.execute(
+            f"copy (select *, {_ORDINAL} // {int(self.per_file)} as {_FILE} from ({sql})) "
+            f"to {_quote_literal(str(self.folder))} (format parquet, partition_by ({_FILE}))",
+            dict(params),
+        )
+        found = self.folder.glob(f"{_FILE}=*") if self.folder.is_dir() else []
+        self.files = sorted(int(p.name.partition("=")[2]) for p in found)
         self._queue = deque(self.files)
 
-    def _load(self, index: int) -> pa.Table:
+    def source(self, index: int) -> str | None:
+        """A `read_parquet` of file `index`'s rows (with the place column), or None when it has none."""
         path = self._path(index)
-        if not path.is_file():
-            return self.schema.empty_table()
-        with pa.memory_map(str(path)) as source:
-            return pa.ipc.open_file(source).read_all()
+        if not path.is_dir():
+            return None
+        return f"read_parquet({_quote_literal(str(path / '*.parquet'))}, hive_partitioning = false)"
 
-    def read(self, index: int) -> pa.Table:
-        """The rows of file `index` (none if it has none), without the place column."""
-        return self._load(index).drop_columns([_ORDINAL])
-
-    def empty(self) -> pa.Table:
-        return self.schema.empty_table().drop_columns([_ORDINAL])
+    def create_table(self, con: duckdb.DuckDBPyConnection, name: str, index: int | None) -> None:
+        """(Re)create table `name` on `con` with file `index`'s rows, without the place column (none: empty)."""
+        source = None if index is None else self.source(index)
+        if source is None:
+            columns = ", ".join(f"{_quote_ident(n)} {t}" for n, t in self.columns.items())
+            con.execute(f"create or replace table {name} ({columns})")
+        else:
+            con.execute(f"create or replace table {name} as select * exclude ({_ORDINAL}) from {source}")
 
     def _next_file(self) -> Iterator[dict[str, Any]]:
         index = self._queue.popleft()
-        table = self._load(index)
-        self._path(index).unlink()  # read once: the disk is freed as the export goes
-        table = table.sort_by([(_ORDINAL, "ascending"), (self.order or _ORDINAL, "ascending")])
-        for chunk in table.drop_columns([_ORDINAL]).to_batches(max_chunksize=_DICT_ROWS):
-            yield from chunk.to_pylist()
+        source = self.source(index)
+        if source is None or self._reader is None:
+            return
+        order = f"{_ORDINAL}, {_quote_ident(self.order)}" if self.order else _ORDINAL
+        cursor = self._reader.execute(f"select * exclude ({_ORDINAL}) from {source} order by {order}")
+        names = [d[0] for d in cursor.description or []]
+        zoned = [i for i, n in enumerate(names) if self.columns.get(n) == "TIMESTAMP WITH TIME ZONE"]
+        while chunk := cursor.fetchmany(_DICT_ROWS):
+            for values in chunk:
+                row = dict(zip(names, values, strict=True))
+                for i in zoned:
+                    # In UTC, as the warehouse stores them (DuckDB hands them out in its session's zone).
+                    if isinstance(value := values[i], datetime):
+                        row[names[i]] = value.astimezone(UTC)
+                yield row
+        shutil.rmtree(self._path(index), ignore_errors=True)  # read once: the disk is freed as the export goes
+
+    def open(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Read the spool back on `con` (a cursor of its own, so its open result never blocks another query)."""
+        self._reader = con.cursor()
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     def _peek(self) -> dict[str, Any] | None:
         while self._head is None:
@@ -355,47 +373,52 @@ class _GroupRead:
         self._folder = tempfile.TemporaryDirectory(prefix="export-spool-", dir=reader.spool_dir)
         self.scratch = duckdb.connect()
         try:
-            self.spools = self._spool(reader, Path(self._folder.name))
-            self._prepare_scratch(reader.con)
+            folder = Path(self._folder.name)
+            self.spools = self._spool(reader, folder)
+            self._prepare_scratch(reader.con, folder)
         except BaseException:
             self.close()
             raise
 
     def _spool(self, reader: SweepReader, folder: Path) -> dict[str, _Spool]:
         con, params = reader.con, self.params
-        places = con.sql(_PLACES_SQL, params=params).to_arrow_table()
-        per_file = max(SPOOL_ROLLOUTS, -(-places.num_rows // MAX_SPOOL_FILES))
+        places = folder / f"{_KEYS}.parquet"
+        con.execute(
+            f"copy ({_PLACES_SQL}) to {_quote_literal(str(places))} (format parquet)", _bound(_PLACES_SQL, params)
+        )
+        count = con.execute(f"select count(*) from read_parquet({_quote_literal(str(places))})").fetchall()[0][0]
+        per_file = max(SPOOL_ROLLOUTS, -(-int(count) // MAX_SPOOL_FILES))
         spools: dict[str, _Spool] = {}
 
         def spool(spooled: _Spooled) -> None:
             target = spools[spooled.table] = _Spool(folder / spooled.table, per_file, spooled.order)
-            sql = spooled.sql()
-            with contextlib.closing(con.sql(sql, params=_bound(sql, params)).to_arrow_reader(_ARROW_ROWS)) as source:
-                target.write(source)
+            sql = spooled.sql(places)
+            target.write(con, sql, _bound(sql, params))
+            target.open(self.scratch)
 
-        con.register(_KEYS, places)
-        try:
-            for spooled in (_ROLLOUTS, _VERIFICATIONS, _MESSAGES):
-                spool(spooled)
-            if reader.tool_results:
-                spool(_TOOL_CALLS)
-                # Retried attempts are only shown for a batch with a retried rollout (SweepReader._with_transcripts),
-                # and a catalog over files older than the `attempts` column has none. fetchall, not fetchone: a
-                # result left unfinished would block the connection's next statement.
-                attempts = "attempts" in spools[_ROLLOUTS.table].schema.names
-                if attempts and con.execute(_RETRIED_SQL, params).fetchall()[0][0]:
-                    spool(_RETRIES)
-        finally:
-            con.unregister(_KEYS)
+        for spooled in (_ROLLOUTS, _VERIFICATIONS, _MESSAGES):
+            spool(spooled)
+        if reader.tool_results:
+            spool(_TOOL_CALLS)
+            # Retried attempts are only shown for a batch with a retried rollout (SweepReader._with_transcripts),
+            # and a catalog over files older than the `attempts` column has none. fetchall, not fetchone: a
+            # result left unfinished would block the connection's next statement.
+            attempts = "attempts" in spools[_ROLLOUTS.table].columns
+            if attempts and con.execute(_RETRIED_SQL, params).fetchall()[0][0]:
+                spool(_RETRIES)
         return spools
 
-    def _prepare_scratch(self, con: duckdb.DuckDBPyConnection) -> None:
+    def _prepare_scratch(self, con: duckdb.DuckDBPyConnection, folder: Path) -> None:
         # Timestamps come back in the catalog connection's zone, as they would from the catalog.
         zone = str(con.execute("select current_setting('TimeZone')").fetchall()[0][0])
         self.scratch.execute("set TimeZone = '" + zone.replace("'", "''") + "'")
-        self.scratch.register("tasks", con.sql(_TASKS_SQL, params=_bound(_TASKS_SQL, self.params)).to_arrow_table())
-        self.scratch.register("rollouts", self.spools["rollouts"].empty())
-        self.scratch.register("verifications", self.spools["verifications"].empty())
+        tasks = folder / "tasks.parquet"
+        con.execute(
+            f"copy ({_TASKS_SQL}) to {_quote_literal(str(tasks))} (format parquet)", _bound(_TASKS_SQL, self.params)
+        )
+        self.scratch.execute(f"create table tasks as select * from read_parquet({_quote_literal(str(tasks))})")
+        self.spools["rollouts"].create_table(self.scratch, "rollouts", None)
+        self.spools["verifications"].create_table(self.scratch, "verifications", None)
         for view in (VERIFICATIONS_LATEST, ROLLOUT_SCORES):
             self.scratch.execute(view.statement())
 
@@ -403,8 +426,8 @@ class _GroupRead:
         """`sql` run on each spool file's rows in turn, in the export order; yields the cursor of each."""
         rollouts, verifications = self.spools["rollouts"], self.spools["verifications"]
         for index in rollouts.files:
-            self.scratch.register("rollouts", rollouts.read(index))
-            self.scratch.register("verifications", verifications.read(index))
+            rollouts.create_table(self.scratch, "rollouts", index)
+            verifications.create_table(self.scratch, "verifications", index)
             yield self.scratch.execute(sql, _bound(sql, self.params))
 
     def outcomes(self) -> dict[str, Any]:
@@ -425,6 +448,8 @@ class _GroupRead:
         return spool.take(ids) if spool is not None else {}
 
     def close(self) -> None:
+        for spool in getattr(self, "spools", {}).values():
+            spool.close()
         self.scratch.close()
         self._folder.cleanup()
 
