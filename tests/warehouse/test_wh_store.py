@@ -227,3 +227,12 @@ def test_streamed_writes_equal_one_table_and_leave_no_temp_files(tmp_path: Path,
     with pytest.raises(RuntimeError):
         wh.write_streams(failing(), model_key=ctx.model_key, scenario_key=ctx.scenario_key, file_stem="broken")
     assert not list((tmp_path / "wh").rglob("*.tmp")) and not list((tmp_path / "wh").rglob("broken.parquet"))
+
+
+def test_a_table_of_many_spool_lines_reads_back_in_order(tmp_path: Path, f: ModuleType) -> None:
+    """More rows than one spooled line holds (the rows go to DuckDB as JSON slices of the columns)."""
+    wh = Warehouse(tmp_path)
+    records = [f.make_verification(f"r{i:05d}", "v", "h", i % 3 == 0, minutes=i % 7) for i in range(4_500)]
+    table = verification_table(records)
+    wh.write("verifications", table, model_key="gpt-x", scenario_key="email_v1", file_stem="many")
+    assert wh.read("verifications").to_pylist() == table.to_pylist()
