@@ -50,7 +50,8 @@ if TYPE_CHECKING:  # the CLI imports Dagster (through the runner) only when a sw
     from rich.progress import Progress, TaskID
 
     from eval_pipelines.clients.backend import EvaluationBackend, OutageEvent
-    from eval_pipelines.defs.runner import ReverifyFailure, SweepRun
+    from eval_pipelines.defs.reverify import Recorder, ReverifyFailure
+    from eval_pipelines.defs.runner import SweepRun
     from eval_pipelines.pipeline.gates import Thresholds
     from eval_pipelines.pipeline.reverification import StoredPartition, VerificationPass
 
@@ -360,6 +361,9 @@ def report_sweep(run: SweepRun, outcome: SweepOutcome, stop: SweepStop, console:
 
 #: How often the progress bar reads the runs' counts.
 PROGRESS_SECONDS = 0.5
+#: How often `reverify` looks whether its work ended: a re-verification of a few partitions takes a second or two,
+#: and half a second of PROGRESS_SECONDS after it would be a noticeable share of it.
+REVERIFY_POLL_SECONDS = 0.05
 
 
 def sweep_exit_code(
@@ -539,6 +543,13 @@ def _rate(value: float | None) -> str:
 
 def cmd_reverify(args: argparse.Namespace) -> int:
     """Re-verify stored rollouts with the scenarios' current verifiers, then compare the pass rates by version."""
+    from eval_pipelines.defs.reverify import Recorder
+
+    with Recorder() as recorder:  # imports Dagster meanwhile the partitions are selected (defs/reverify.py)
+        return _reverify_command(args, recorder)
+
+
+def _reverify_command(args: argparse.Namespace, recorder: Recorder) -> int:
     from rich.console import Console
 
     from eval_pipelines.pipeline.reverification import stored_partitions, stored_sweep_ids, version_pass_rates
@@ -573,13 +584,13 @@ def cmd_reverify(args: argparse.Namespace) -> int:
         )
     stop = SweepStop()
     with stop_on_signals(stop):
-        failures = reverify_with_progress(selected, args.sweep, stop, console)
+        failures = reverify_with_progress(selected, args.sweep, stop, console, recorder)
     if stop.signum is not None:
         console.print(f"stopped by {stop.signal_name}: run the same command to re-verify the rest")
         return 128 + stop.signum
     duckdb_path = data_dir() / "eval.duckdb"
     # A failed catalog rebuild leaves the old catalog, whose table would show the verdicts from before.
-    if all(f.partition is not None for f in failures) and duckdb_path.is_file():
+    if not any(f.name in ("eval_catalog", "reverify") for f in failures) and duckdb_path.is_file():
         verified = [p for p in selected if not any(f.partition is p for f in failures)]
         passes = version_pass_rates(duckdb_path, verified, sweep_id=args.sweep)
         if passes:
@@ -587,9 +598,7 @@ def cmd_reverify(args: argparse.Namespace) -> int:
     for failure in failures:
         print(f"eval-pipelines: failed: {failure.name}: {failure.cause}", file=sys.stderr)
     if failures:
-        print(
-            "eval-pipelines: the failed runs are in the Dagster UI (`dagster dev -w workspace.yaml`)", file=sys.stderr
-        )
+        print("eval-pipelines: the failed run is in the Dagster UI (`dagster dev -w workspace.yaml`)", file=sys.stderr)
     return EXIT_STEP_FAILED if failures else 0
 
 
@@ -608,13 +617,17 @@ def known_scenario_ids(requested: Sequence[str], catalog: ScenarioCatalog) -> li
 
 
 def reverify_with_progress(
-    partitions: Sequence[StoredPartition], sweep_id: str | None, stop: SweepStop, console: Console
+    partitions: Sequence[StoredPartition],
+    sweep_id: str | None,
+    stop: SweepStop,
+    console: Console,
+    recorder: Recorder | None = None,
 ) -> list[ReverifyFailure]:
     """Re-verify on a worker thread and draw the progress bar from this one, which also sees SIGINT and SIGTERM
     (Dagster takes over signals only on the main thread): a signal lets the current partition finish."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from eval_pipelines.defs.runner import ReverifyFailure, reverify_partitions
+    from eval_pipelines.defs.reverify import ReverifyFailure, reverify_partitions
 
     failures: list[ReverifyFailure] = []
     crashed: list[BaseException] = []
@@ -628,14 +641,18 @@ def reverify_with_progress(
 
         def execute() -> None:
             try:
-                failures.extend(reverify_partitions(partitions, sweep_id=sweep_id, on_progress=on_progress, stop=stop))
+                failures.extend(
+                    reverify_partitions(
+                        partitions, sweep_id=sweep_id, on_progress=on_progress, stop=stop, recorder=recorder
+                    )
+                )
             except Exception as exc:  # reported once, without a traceback on the user's terminal
                 crashed.append(exc)
 
         worker = threading.Thread(target=execute, name="reverify", daemon=True)
         worker.start()
         while worker.is_alive():
-            stop.wait(PROGRESS_SECONDS)
+            stop.wait(REVERIFY_POLL_SECONDS)
             if stop.requested:
                 progress.update(bar, description=f"stopping ({stop.signal_name})")
         progress.update(bar, description="stopped" if stop.requested else "done")

@@ -1,7 +1,8 @@
 """`eval-pipelines reverify` through the real CLI (`eval_pipelines.cli.main`, in-process): after one scenario's verifier
 changes it re-verifies that scenario's stored partitions and no other's, appends a second version, prints both
-versions' pass rates, and has nothing left to do on a second call; `--sweep` and `--all` widen or narrow the
-selection; bad input exits 2 and a failed step 1.
+versions' pass rates, records it in Dagster (one run: each partition's `verification` materialisation with the
+asset's metadata and both checks' evaluations, the catalog's materialisation), and has nothing left to do on a
+second call; `--sweep` and `--all` widen or narrow the selection; bad input exits 2, a failed step or record 1.
 
 Two sweeps of simulated models over copies of two built-in scenarios, on a temp data directory and Dagster home.
 """
@@ -18,8 +19,11 @@ import duckdb
 import pytest
 
 from eval_pipelines.cli import EXIT_STEP_FAILED, EXIT_USER_ERROR, main
-from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG
+from eval_pipelines.defs import reverify_record
+from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, build_error_check, build_scores_check
 from eval_pipelines.defs.evals.automation import REVERIFY_TAG
+from eval_pipelines.defs.evals.partitions import partition_of
+from eval_pipelines.defs.reverify import ERRORS_CHECK, SCORES_CHECK
 from eval_pipelines.inputs.paths import DATA_DIR_ENV, SCENARIOS_DIR_ENV, SWEEPS_DIR_ENV, builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 from eval_pipelines.verifiers.loader import package_version, verifier_version
@@ -72,11 +76,84 @@ class Project:
         finally:
             con.close()
 
-    def reverify_runs(self) -> list[dict[str, str]]:
-        """The tags of every re-verification run on the instance, oldest first."""
+    def reverify_runs(self) -> list[Recorded]:
+        """What each re-verification recorded in Dagster, oldest first."""
         with dg.DagsterInstance.get() as instance:
-            runs = instance.get_runs(filters=dg.RunsFilter(job_name="__cli_reverify_partition"))
-            return [dict(r.tags) for r in reversed(runs)]
+            runs = instance.get_runs(filters=dg.RunsFilter(job_name=reverify_record.REVERIFY_JOB))
+            return [Recorded.of(instance, run) for run in reversed(runs)]
+
+    def sweep_materialization(self, model: str, scenario: str) -> dg.AssetMaterialization:
+        """The first `verification` materialisation of a partition: its sweep's asset run."""
+        with dg.DagsterInstance.get() as instance:
+            key = str(partition_of(model, scenario))
+            records = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey("verification"), asset_partitions=[key]),
+                limit=100,
+                ascending=True,
+            ).records
+            materialization = records[0].asset_materialization
+            assert materialization is not None
+            return materialization
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One `__cli_reverify` run: its status and tags, the `verification` materialisations by partition (metadata,
+    tags, storage id), the check evaluations by (partition, check) (passed, the storage id they target), and whether
+    it materialised the catalog."""
+
+    status: dg.DagsterRunStatus
+    tags: dict[str, str]
+    verifications: dict[str, tuple[dict[str, object], dict[str, str], int]]
+    checks: dict[tuple[str, str], tuple[bool, int | None]]
+    catalog: bool
+
+    @classmethod
+    def of(cls, instance: dg.DagsterInstance, run: dg.DagsterRun) -> Recorded:
+        verifications: dict[str, tuple[dict[str, object], dict[str, str], int]] = {}
+        catalog = False
+        for record in instance.get_records_for_run(
+            run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+        ).records:
+            materialization = record.asset_materialization
+            assert materialization is not None
+            if materialization.asset_key == dg.AssetKey("eval_catalog"):
+                catalog = True
+                continue
+            assert materialization.asset_key == dg.AssetKey("verification") and materialization.partition
+            metadata = {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
+            # its id in the cross-run index, which check evaluations name (a run's own shard numbers its events anew)
+            (indexed,) = [
+                r.storage_id
+                for r in instance.fetch_materializations(
+                    dg.AssetRecordsFilter(
+                        asset_key=materialization.asset_key, asset_partitions=[materialization.partition]
+                    ),
+                    limit=100,
+                ).records
+                if r.run_id == run.run_id
+            ]
+            verifications[materialization.partition] = (metadata, dict(materialization.tags or {}), indexed)
+        checks: dict[tuple[str, str], tuple[bool, int | None]] = {}
+        for record in instance.get_records_for_run(
+            run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        ).records:
+            event = record.event_log_entry.dagster_event
+            assert event is not None
+            evaluation = event.event_specific_data
+            assert isinstance(evaluation, dg.AssetCheckEvaluation) and evaluation.partition
+            target = evaluation.target_materialization_data
+            checks[(evaluation.partition, evaluation.check_name)] = (
+                evaluation.passed,
+                target.storage_id if target is not None else None,
+            )
+        return cls(run.status, dict(run.tags), verifications, checks, catalog)
+
+    def assert_checks_target_their_materializations(self) -> None:
+        assert {p for p, _ in self.checks} == set(self.verifications)
+        for (partition, name), (_, target) in self.checks.items():
+            assert name in (SCORES_CHECK, ERRORS_CHECK)
+            assert target == self.verifications[partition][2], (partition, name)
 
 
 @pytest.fixture
@@ -162,12 +239,24 @@ def test_a_verifier_edit_is_reverified_for_its_scenario_only_and_compared_by_ver
         f"verifiers-{email_after}-rv-b.parquet",
     }
     assert _table(out) == {(EMAIL, "sim-oracle", "rv-b"): [("", "1", "1.000", ""), (change, "1", "0.000", "-1.000")]}
-    (run,) = project.reverify_runs()
-    assert (run["dagster/partition"], run[REVERIFY_TAG], run[SWEEP_ID_TAG]) == (
-        f"sim-oracle|{EMAIL}",
-        email_after,
-        "rv-b",
-    )
+    # Dagster holds the new verdicts: one run, the partition's materialisation and its checks, the catalog's.
+    (record,) = project.reverify_runs()
+    oracle, noop = str(partition_of("sim-oracle", EMAIL)), str(partition_of("sim-noop", EMAIL))
+    assert record.status == dg.DagsterRunStatus.SUCCESS and record.catalog
+    assert (record.tags[REVERIFY_TAG], record.tags[SWEEP_ID_TAG]) == (email_after, "rv-b")
+    assert set(record.verifications) == {oracle}
+    metadata, tags, storage_id = record.verifications[oracle]
+    assert tags == {REVERIFY_TAG: email_after}
+    assert {k: metadata[k] for k in ("verifier_version", "rollouts_verified", "passed", "pass_rate")} == {
+        "verifier_version": email_after,
+        "rollouts_verified": 1,
+        "passed": 0,
+        "pass_rate": 0.0,
+    }
+    assert metadata["dagster/row_count"] == 1
+    # the same metadata as the asset's own materialisation in the sweep's run
+    assert set(metadata) == set(project.sweep_materialization("sim-oracle", EMAIL).metadata)
+    assert record.checks == {(oracle, SCORES_CHECK): (True, storage_id), (oracle, ERRORS_CHECK): (True, storage_id)}
 
     # The rest of what the edit left stale: email_ops x both models, every sweep; office_ops untouched.
     code, out, err = _run(capfd, "reverify")
@@ -179,9 +268,14 @@ def test_a_verifier_edit_is_reverified_for_its_scenario_only_and_compared_by_ver
         (EMAIL, "sim-oracle", "rv-a"): [("2", "1.000", ""), ("2", "0.500", "-0.500")],
         (EMAIL, "sim-oracle", "rv-b"): [("1", "1.000", ""), ("1", "0.000", "-1.000")],
     }
-    runs = project.reverify_runs()[1:]
-    assert sorted(r["dagster/partition"] for r in runs) == [f"sim-noop|{EMAIL}", f"sim-oracle|{EMAIL}"]
-    assert all(r[REVERIFY_TAG] == email_after and SWEEP_ID_TAG not in r for r in runs)
+    (record,) = project.reverify_runs()[1:]
+    assert record.status == dg.DagsterRunStatus.SUCCESS and record.catalog
+    assert record.tags[REVERIFY_TAG] == email_after and SWEEP_ID_TAG not in record.tags
+    assert {p: (m["rollouts_verified"], m["passed"], t) for p, (m, t, _) in record.verifications.items()} == {
+        oracle: (3, 1, {REVERIFY_TAG: email_after}),
+        noop: (2, 0, {REVERIFY_TAG: email_after}),
+    }
+    record.assert_checks_target_their_materializations()
     assert {m: project.verification_files(m, "office_ops_1.0.0") for m in office_files} == office_files
     assert project.query(
         f"select sweep_id, count(distinct verifier_version) from verifications where verifier = '{verifier}' "
@@ -224,6 +318,38 @@ def test_a_failed_verification_exits_1_naming_the_partition(
     assert code == EXIT_STEP_FAILED, err
     assert f"eval-pipelines: failed: sim-oracle|{EMAIL}: WorkerStartError: " in err, err
     assert "Traceback" not in err and "Stack Trace" not in err, err
+    # Dagster's record of it fails too, and names the partition; the catalog was rebuilt all the same.
+    (record,) = project.reverify_runs()
+    assert record.status == dg.DagsterRunStatus.FAILURE and record.verifications == {} and record.catalog
+    with dg.DagsterInstance.get() as instance:
+        (failure,) = instance.get_records_for_run(
+            project_run_id(instance), of_type=dg.DagsterEventType.STEP_FAILURE
+        ).records
+        assert f"sim-oracle|{EMAIL}: WorkerStartError" in str(failure.event_log_entry.dagster_event)
+
+
+@pytest.mark.slow
+def test_a_failed_record_in_dagster_exits_1_and_still_prints_the_new_pass_rates(
+    project: Project, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _sweep(project, capfd, "rv-b", SWEEP_B)
+    _, change = _tighten(project, "email_ops_001")
+    (project.dagster_home / "dagster.yaml").write_text("storage: [not, a, mapping]\n", encoding="utf-8")
+    code, out, err = _run(capfd, "reverify")
+    assert code == EXIT_STEP_FAILED, err
+    assert "eval-pipelines: failed: dagster: the verdicts are written, but not recorded in Dagster: " in err, err
+    assert _table(out) == {(EMAIL, "sim-oracle", "rv-b"): [("", "1", "1.000", ""), (change, "1", "0.000", "-1.000")]}
+
+
+def test_the_recorder_names_tags_and_checks_as_the_assets_do() -> None:
+    assert (reverify_record.REVERIFY_TAG, reverify_record.SWEEP_ID_TAG) == (REVERIFY_TAG, SWEEP_ID_TAG)
+    assert [k.name for k in build_scores_check().check_keys] == [SCORES_CHECK]
+    assert [k.name for k in build_error_check().check_keys] == [ERRORS_CHECK]
+
+
+def project_run_id(instance: dg.DagsterInstance) -> str:
+    (run,) = instance.get_runs(filters=dg.RunsFilter(job_name=reverify_record.REVERIFY_JOB))
+    return run.run_id
 
 
 def test_an_unknown_scenario_exits_2_naming_the_option(project: Project, capfd: pytest.CaptureFixture[str]) -> None:

@@ -1,10 +1,10 @@
-"""Running sweeps through Dagster from a process (the CLI): the instance, the materialisations, and cleanup
-after a killed sweep. The CLI stays Dagster-free and calls these."""
+"""Running sweeps through Dagster from a process (the CLI): the materialisations, and cleanup after a killed
+sweep. The CLI stays Dagster-free and calls these. The CLI's instance is opened by `defs/instance.py`;
+`eval-pipelines reverify` records through `defs/reverify.py`."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import socket
 import uuid
@@ -21,79 +21,28 @@ from eval_pipelines.defs.evals.assets import (
     build_error_check,
     build_scores_check,
 )
-from eval_pipelines.defs.evals.automation import REVERIFY_TAG, register_partitions
+from eval_pipelines.defs.evals.automation import register_partitions
 from eval_pipelines.defs.evals.cli_runs import CLI_HOST_TAG, CLI_PID_TAG, Heartbeat, fail_abandoned_cli_runs
 from eval_pipelines.defs.evals.gates import build_catalog_gate_checks
 from eval_pipelines.defs.evals.partitions import SCENARIOS, partition_of
 from eval_pipelines.defs.evals.resources import AssessmentPlatform, EvalPaths, EvalService
+from eval_pipelines.defs.instance import open_instance
 from eval_pipelines.defs.registry import assets_by_name
-from eval_pipelines.inputs.paths import dagster_config_dir, data_dir, project_dir, scenarios_dir
+from eval_pipelines.inputs.paths import data_dir, scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioFiles
-from eval_pipelines.inputs.sweeps import ConfigError
 from eval_pipelines.lib.sweep_control import SweepStop
 from eval_pipelines.local.services import local_evaluation_service
-from eval_pipelines.pipeline.reverification import StoredPartition
 from eval_pipelines.schemas.sweep import SweepConfig, SweepModel
 
 #: Set on a sweep's run that SIGINT or SIGTERM stopped, to the signal's name.
 INTERRUPTED_TAG = "eval_pipelines/interrupted"
 PARTITION_JOB = "__cli_sweep_partition"
-REVERIFY_JOB = "__cli_reverify_partition"
 CATALOG_JOB = "__cli_publish_catalog"
-#: Beside dagster.yaml: held while an instance is opened (see `open_instance`).
-INSTANCE_LOCK_FILE = ".eval_pipelines_instance.lock"
 SERVICE_KEY_ENV = "EVAL_SERVICE_API_KEY"
 PARTITION_STEPS = ("eval_run", "rollouts", "verification", "rubric_verification")
 ASSESSMENT_STEPS = ("assessment_dataset", "judgements")
 #: The CLI's progress bar is its view of a sweep; Dagster's event stream stays in its storage and UI.
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-#: For runs whose failures the CLI reports itself, one line each (see `ReverifyFailure`).
-SILENT_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-
-
-def open_instance() -> dg.DagsterInstance:
-    """`$DAGSTER_HOME`'s instance, else the project directory's `dagster.yaml` (or, in a project without one, the
-    package's template of it), with its storage under the project's `data/dagster`.
-
-    Opening is serialised across processes: the first open of a fresh instance creates its storage schema, and
-    two sweeps starting at once on one home would otherwise race to create it."""
-    home = Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else project_dir()
-    if not os.environ.get("DAGSTER_HOME"):
-        # Relative paths in a project's dagster.yaml are relative to the project directory.
-        os.chdir(project_dir())
-    with open(home / INSTANCE_LOCK_FILE, "a+") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            try:
-                if os.environ.get("DAGSTER_HOME"):
-                    instance = dg.DagsterInstance.get()
-                else:
-                    instance = dg.DagsterInstance.from_config(str(dagster_config_dir()))
-            except Exception as exc:
-                _raise_for_missing_extra(exc, home if os.environ.get("DAGSTER_HOME") else dagster_config_dir())
-                raise
-            instance.get_runs(limit=1)  # touches every storage, so each finishes its schema under the lock
-            return instance
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-
-
-#: Dagster libraries an instance's dagster.yaml may name that are extras of this package, and the extra.
-_INSTANCE_EXTRAS = {"dagster_postgres": "postgres", "dagster_celery": "celery", "dagster_k8s": "k8s"}
-
-
-def _raise_for_missing_extra(exc: BaseException, config_dir: Path) -> None:
-    """A ConfigError naming the extra to install when opening the instance failed on a library that is one."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        name = getattr(cause, "name", None) if isinstance(cause, ImportError) else None
-        extra = _INSTANCE_EXTRAS.get((name or "").split(".")[0])
-        if extra is not None:
-            raise ConfigError(
-                f"{config_dir / 'dagster.yaml'} names {name}, which is not installed: "
-                f"pip install 'eval_pipelines[{extra}]'"
-            ) from exc
-        cause = cause.__cause__ or cause.__context__
 
 
 def _user_errors(result: dg.ExecuteInProcessResult) -> list[str]:
@@ -105,24 +54,6 @@ def _user_errors(result: dg.ExecuteInProcessResult) -> list[str]:
         if failure is not None and USER_ERROR_METADATA in (failure.metadata or {}):
             causes.append(failure.description or "a user error")
     return causes
-
-
-def _failure_cause(result: dg.ExecuteInProcessResult) -> str:
-    """The first failed step's error, one line: a `dg.Failure`'s description, else the innermost exception."""
-    for event in result.all_events:
-        data = event.step_failure_data if event.is_step_failure else None
-        if data is None:
-            continue
-        if data.user_failure_data is not None and data.user_failure_data.description:
-            return data.user_failure_data.description
-        error = data.error
-        while error is not None and error.cause is not None:
-            error = error.cause
-        if error is not None:
-            text = error.message.strip().splitlines()[0] if error.message.strip() else ""
-            # Dagster's message starts with the exception's qualified name: the class name says as much.
-            return f"{error.cls_name}: {text.partition(f'{error.cls_name}: ')[2] or text}"
-    return "the run failed (see `dagster dev -w workspace.yaml`)"
 
 
 def _job_with_checks(
@@ -180,24 +111,6 @@ def _execute_partition(
             run_config=dict(run_config),
             raise_on_error=False,
         )
-
-
-def _rebuild_catalog(
-    assets: Mapping[str, dg.AssetsDefinition],
-    instance: dg.DagsterInstance,
-    resources: Mapping[str, object],
-    tags: Mapping[str, str],
-    run_config: Mapping[str, object] = QUIET_CONSOLE,
-) -> dg.ExecuteInProcessResult:
-    """Materialise `eval_catalog`."""
-    return dg.materialize(
-        [assets["eval_catalog"]],
-        instance=instance,
-        resources=resources,
-        run_config=dict(run_config),
-        tags=dict(tags),
-        raise_on_error=False,
-    )
 
 
 def register_scenario_partition(scenario_id: str) -> None:
@@ -280,59 +193,3 @@ class SweepRun:
             if not any(e.asset_key == dg.AssetKey("eval_catalog") for e in catalog.get_asset_materialization_events()):
                 self.failures.append("eval_catalog")
         return self.failures
-
-
-@dataclass(frozen=True)
-class ReverifyFailure:
-    """What failed in a re-verification, and why (one line): a partition's run (named `model|scenario`, as a sweep
-    names it) or the catalog's (`eval_catalog`, partition None)."""
-
-    name: str
-    cause: str
-    partition: StoredPartition | None = None
-
-
-def reverify_partitions(
-    partitions: Sequence[StoredPartition],
-    *,
-    sweep_id: str | None = None,
-    on_progress: Callable[[int, StoredPartition | None], None] = lambda done, current: None,
-    stop: SweepStop | None = None,
-) -> list[ReverifyFailure]:
-    """Materialise `verification` (with its checks) for each partition on the CLI's instance, then rebuild the
-    catalog once; returns what failed and why (empty when all passed).
-
-    With `sweep_id` only that sweep's rollouts are verified (the run tag `verification` reads), else every
-    sweep's. No model, agent or tool server runs, so no evaluation service is started. `on_progress(done,
-    current)` is called before each partition and once more (current None) before the catalog rebuild. Once
-    `stop` is requested no further partition starts; the catalog is still rebuilt over what was verified."""
-    assets = assets_by_name()
-    resources = {"paths": EvalPaths()}
-    job = _job_with_checks([assets["verification"]], resources, name=REVERIFY_JOB)
-    cli_tags = _cli_tags()
-    sweep_tags = {SWEEP_ID_TAG: sweep_id} if sweep_id is not None else {}
-    failures: list[ReverifyFailure] = []
-    with open_instance() as instance:
-        keys = [partition_of(p.model_key, p.scenario.scenario_id) for p in partitions]
-        register_partitions(instance, keys)
-        done = 0
-        for partition, key in zip(partitions, keys, strict=True):
-            if stop is not None and stop.requested:
-                break
-            on_progress(done, partition)
-            result = _execute_partition(
-                job,
-                instance,
-                key,
-                {REVERIFY_TAG: partition.verifier_version, **sweep_tags, **cli_tags},
-                SILENT_CONSOLE,
-            )
-            if not result.success:
-                name = f"{partition.model_key}|{partition.scenario.scenario_id}"
-                failures.append(ReverifyFailure(name, _failure_cause(result), partition))
-            done += 1
-        on_progress(done, None)
-        catalog = _rebuild_catalog(assets, instance, resources, cli_tags, SILENT_CONSOLE)
-        if not catalog.success:
-            failures.append(ReverifyFailure("eval_catalog", _failure_cause(catalog)))
-    return failures
