@@ -59,6 +59,10 @@ class ColumnTable:
     def column(self, name: str) -> list[Any]:
         return self.columns[name]
 
+    def to_pydict(self) -> dict[str, list[Any]]:
+        """The columns by name, in order (copies of the lists)."""
+        return {name: list(self.columns[name]) for name in self.spec.column_names}
+
     def to_pylist(self) -> list[dict[str, Any]]:
         """The rows as dicts, in order."""
         names = self.spec.column_names
