@@ -1,6 +1,7 @@
 """Quick commands: the wall time and CPU of `eval-pipelines sql`, `export`, `report` and `reverify` on a small
 catalog, against the same work done by a bare script in the same run; the difference is the command's own overhead
-(interpreter and imports, argument parsing, Dagster's run bookkeeping where a command records a run).
+(interpreter and imports, argument parsing, Dagster's run bookkeeping where a command records a run). The CPU of
+`reverify` includes its recorder process's (a child it waits for).
 
     .venv/bin/python benchmarks/quick_commands.py               # 3 repeats of each, medians
     .venv/bin/python benchmarks/quick_commands.py --repeats 5
@@ -13,8 +14,9 @@ sides each repeat so that load drifts hit both alike:
 - export: `eval-pipelines export --format jsonl`; bare: one DuckDB query of the rollouts with their verdicts and
   messages, written as JSON lines.
 - report: `eval-pipelines report`; bare: `reports.build.build_report` called directly (the page and its charts).
-- reverify: `eval-pipelines reverify --all --scenario email_ops:1.0.0` (one Dagster run per partition, then the
-  catalog's); bare: `pipeline.steps.verify_partition` per stored partition (the same verifier calls), then
+- reverify: `eval-pipelines reverify --all --scenario email_ops:1.0.0` (the verification, the asset's checks and
+  the catalog in the CLI's process, recorded in Dagster by one run of a recorder process: defs/reverify.py); bare:
+  `pipeline.steps.verify_partition` per stored partition (the same verifier calls), then
   `warehouse.catalog.build_catalog`.
 
 Each run is a fresh process (`subprocess.run`): wall time around it, CPU from the children's rusage (user + system,

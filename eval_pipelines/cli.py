@@ -594,7 +594,9 @@ def _reverify_command(args: argparse.Namespace, recorder: Recorder) -> int:
         verified = [p for p in selected if not any(f.partition is p for f in failures)]
         passes = version_pass_rates(duckdb_path, verified, sweep_id=args.sweep)
         if passes:
-            print_version_pass_rates(passes)
+            print_version_pass_rates(passes)  # meanwhile the recorder records them in Dagster
+    if (recorded := recorder.wait()) is not None:
+        failures.append(recorded)
     for failure in failures:
         print(f"eval-pipelines: failed: {failure.name}: {failure.cause}", file=sys.stderr)
     if failures:

@@ -204,11 +204,12 @@ def rebuild_catalog(data: Path) -> CatalogOutcome:
 class Recorder:
     """The recorder process (`python -m eval_pipelines.defs.reverify_record`). Started first, it imports Dagster
     while the CLI selects the partitions; `begin` names them (it then opens the instance and registers them while
-    the work runs); `finish` hands it the outcome and waits for the run. Leaving the `with` block without `begin`
-    (nothing to do, a bad option) stops it before it has touched the instance."""
+    the work runs); `hand_over` gives it the outcome to record and `wait` waits for the run. Leaving the `with`
+    block waits for a record handed over; before `begin` (nothing to do, a bad option) it stops the process, which
+    has not touched the instance yet; after `begin` without an outcome it lets it end on its own."""
 
     def __init__(self) -> None:
-        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed by `finish` or `cancel`
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed by `wait` or `close`
         self._process = subprocess.Popen(
             # -P: the project directory (the working directory) is not on its module path
             [sys.executable, "-P", "-m", RECORDER_MODULE],
@@ -218,49 +219,63 @@ class Recorder:
             # Its own session: a Ctrl-C in the terminal stops the work (see `reverify_partitions`), not the record.
             start_new_session=True,
         )
-        self._begun = False
+        self._begun = self._handed_over = False
+        self._recorded: ReverifyFailure | None = None
 
     def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.cancel()
+        self.close()
 
     def _send(self, line: str) -> None:
         assert self._process.stdin is not None
         try:
             self._process.stdin.write(line.encode("utf-8") + b"\n")
             self._process.stdin.flush()
-        except BrokenPipeError:  # it stopped early; `finish` reads why
+        except BrokenPipeError:  # it stopped early; `wait` reads why
             pass
 
     def begin(self, partitions: Sequence[StoredPartition]) -> None:
         self._begun = True
         self._send(json.dumps([[p.model_key, p.scenario.scenario_id] for p in partitions]))
 
-    def cancel(self) -> None:
-        """Stops it unless `finish` waited for it (before `begin` it has not opened the instance)."""
-        if self._process.returncode is None:
-            self._process.kill()
-            self._process.communicate()
+    def hand_over(self, outcome: Outcome) -> None:
+        self._handed_over = True
+        self._send(outcome.to_json())
+
+    def close(self) -> None:
+        if self._handed_over:
+            self.wait()
+        elif self._process.returncode is None:
+            if not self._begun:
+                self._process.kill()  # still importing: it has not touched the instance
+            self._process.communicate()  # after `begin`, its stdin closes and it ends without a record
         if not self._stderr.closed:
             self._stderr.close()
 
-    def finish(self, outcome: Outcome) -> str | None:
-        """Hands over the outcome and waits for the run; None when it is recorded, else why not (one line)."""
-        self._send(outcome.to_json())
+    def wait(self) -> ReverifyFailure | None:
+        """Waits for the run of the outcome handed over: None when it is recorded (or nothing was handed over),
+        else the failure (one line)."""
+        if not self._handed_over or self._process.returncode is not None:
+            return self._recorded
         out, _ = self._process.communicate()
         self._stderr.seek(0)
         err = self._stderr.read().decode("utf-8", "replace")
         self._stderr.close()
         lines = out.decode("utf-8", "replace").strip().splitlines()
         answer = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
+        why: str | None = None
         if "error" in answer:
-            return str(answer["error"])
-        if self._process.returncode != 0 or not answer:
+            why = str(answer["error"])
+        elif self._process.returncode != 0 or not answer:
             tail = err.strip().splitlines()[-1:] or [f"exit status {self._process.returncode}"]
-            return f"the recorder stopped: {tail[0]}"
-        return None
+            why = f"the recorder stopped: {tail[0]}"
+        if why is not None:
+            self._recorded = ReverifyFailure(
+                DAGSTER_RECORD, f"the verdicts are written, but not recorded in Dagster: {why}"
+            )
+        return self._recorded
 
 
 def reverify_partitions(
@@ -276,12 +291,18 @@ def reverify_partitions(
 
     With `sweep_id` only that sweep's rollouts are verified, else every sweep's. No model, agent or tool server
     runs, so no evaluation service is started. `on_progress(done, current)` is called before each partition and
-    once more (current None) before the catalog rebuild and the record. Once `stop` is requested no further
-    partition starts; the catalog is still rebuilt over what was verified, and that is recorded.
+    once more (current None) before the catalog rebuild. Once `stop` is requested no further partition starts;
+    the catalog is still rebuilt over what was verified, and that is recorded.
 
-    `recorder`: one the caller started earlier (the CLI, before selecting the partitions), else one is started."""
-    with recorder or Recorder() as held:
-        return _reverify(partitions, sweep_id, on_progress, stop, held)
+    `recorder`: one the caller started earlier (the CLI, before selecting the partitions), which is handed the
+    outcome and not waited for here (the caller's `recorder.wait()` says whether it was recorded); else one is
+    started and waited for, and its failure is in the list."""
+    if recorder is not None:
+        return _reverify(partitions, sweep_id, on_progress, stop, recorder)
+    with Recorder() as own:
+        failures = _reverify(partitions, sweep_id, on_progress, stop, own)
+        recorded = own.wait()
+    return failures if recorded is None else [*failures, recorded]
 
 
 def _reverify(
@@ -313,10 +334,5 @@ def _reverify(
         outcome.catalog = rebuild_catalog(data)
     except Exception as exc:
         outcome.failures.append(ReverifyFailure(CATALOG, failure_cause(exc)))
-    failures = list(outcome.failures)
-    why = recorder.finish(outcome)
-    if why is not None:
-        failures.append(
-            ReverifyFailure(DAGSTER_RECORD, f"the verdicts are written, but not recorded in Dagster: {why}")
-        )
-    return failures
+    recorder.hand_over(outcome)
+    return list(outcome.failures)
