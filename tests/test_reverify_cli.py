@@ -22,7 +22,7 @@ from eval_pipelines.cli import EXIT_STEP_FAILED, EXIT_USER_ERROR, main
 from eval_pipelines.defs import reverify_record
 from eval_pipelines.defs.evals.assets import SWEEP_ID_TAG, build_error_check, build_scores_check
 from eval_pipelines.defs.evals.automation import REVERIFY_TAG
-from eval_pipelines.defs.evals.partitions import partition_of
+from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.reverify import ERRORS_CHECK, SCORES_CHECK
 from eval_pipelines.inputs.paths import DATA_DIR_ENV, SCENARIOS_DIR_ENV, SWEEPS_DIR_ENV, builtin_scenarios_dir
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
@@ -341,8 +341,10 @@ def test_a_failed_record_in_dagster_exits_1_and_still_prints_the_new_pass_rates(
     assert _table(out) == {(EMAIL, "sim-oracle", "rv-b"): [("", "1", "1.000", ""), (change, "1", "0.000", "-1.000")]}
 
 
-def test_the_recorder_names_tags_and_checks_as_the_assets_do() -> None:
+def test_the_recorder_names_tags_partitions_and_checks_as_the_assets_do() -> None:
     assert (reverify_record.REVERIFY_TAG, reverify_record.SWEEP_ID_TAG) == (REVERIFY_TAG, SWEEP_ID_TAG)
+    assert (MODELS.name, SCENARIOS.name) == (reverify_record.MODELS, reverify_record.SCENARIOS)
+    assert reverify_record.partition_of("sim-oracle", EMAIL) == str(partition_of("sim-oracle", EMAIL))
     assert [k.name for k in build_scores_check().check_keys] == [SCORES_CHECK]
     assert [k.name for k in build_error_check().check_keys] == [ERRORS_CHECK]
 

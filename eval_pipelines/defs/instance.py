@@ -11,7 +11,6 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipelines.inputs.paths import dagster_config_dir, project_dir
-from eval_pipelines.inputs.sweeps import ConfigError
 
 #: Beside dagster.yaml: held while an instance is opened (see `open_instance`).
 INSTANCE_LOCK_FILE = ".eval_pipelines_instance.lock"
@@ -50,6 +49,8 @@ _INSTANCE_EXTRAS = {"dagster_postgres": "postgres", "dagster_celery": "celery", 
 
 def _raise_for_missing_extra(exc: BaseException, config_dir: Path) -> None:
     """A ConfigError naming the extra to install when opening the instance failed on a library that is one."""
+    from eval_pipelines.inputs.sweeps import ConfigError  # the sweep schemas: not imported unless needed
+
     cause: BaseException | None = exc
     while cause is not None:
         name = getattr(cause, "name", None) if isinstance(cause, ImportError) else None

@@ -31,7 +31,6 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 )
 
 from eval_pipelines.defs.evals.cli_runs import CLI_HOST_TAG, CLI_PID_TAG, Heartbeat
-from eval_pipelines.defs.evals.partitions import MODELS, SCENARIOS, partition_of
 from eval_pipelines.defs.instance import open_instance
 from eval_pipelines.defs.reverify import CatalogOutcome, PartitionOutcome, failure_cause
 from eval_pipelines.defs.table_metadata import table_counts, table_rows
@@ -41,10 +40,17 @@ REVERIFY_JOB = "__cli_reverify"
 #: importing those modules loads every asset's dependencies (tests/test_reverify_cli.py holds them equal).
 REVERIFY_TAG = "eval_pipelines/reverify"
 SWEEP_ID_TAG = "eval_pipelines/sweep_id"
+#: The dynamic partitions of defs/evals/partitions.py, by name (importing it loads the scenario schemas).
+MODELS, SCENARIOS = "models", "scenarios"
 VERIFICATION = dg.AssetKey("verification")
 CATALOG = dg.AssetKey("eval_catalog")
 #: The CLI reports failures itself, one line each; the run's events stay in Dagster's storage and UI.
 SILENT_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+def partition_of(model: str, scenario: str) -> str:
+    """The key of defs/evals/partitions.py's `partition_of(model, scenario)`: `model|scenario`."""
+    return str(dg.MultiPartitionKey({"model": model, "scenario": scenario}))
 
 
 def verification_materialization(done: PartitionOutcome) -> dg.AssetMaterialization:
@@ -53,7 +59,7 @@ def verification_materialization(done: PartitionOutcome) -> dg.AssetMaterializat
     verified = summary["rollouts_verified"]
     return dg.AssetMaterialization(
         asset_key=VERIFICATION,
-        partition=str(partition_of(done["model"], done["scenario"])),
+        partition=partition_of(done["model"], done["scenario"]),
         metadata={
             "verifier_version": summary["verifier_version"],
             "rollouts_verified": verified,
@@ -106,7 +112,7 @@ def _events(context: OpExecutionContext, outcome: dict[str, Any]) -> Iterator[dg
         context.log_event(catalog_materialization(outcome["catalog"]))
     yield dg.Output(None)  # stores the materialisations logged so far; the checks then target them
     for done in partitions:
-        partition = str(partition_of(done["model"], done["scenario"]))
+        partition = partition_of(done["model"], done["scenario"])
         target = _target(context.instance, partition)
         for check in done["checks"]:
             evaluation = dg.AssetCheckEvaluation(
@@ -152,8 +158,7 @@ class ReverifyRecorder:
         instance = open_instance()
         try:
             # As automation.register_partitions does: the dimension keys the instance lacks.
-            for definition, new in ((MODELS, {m for m, _ in keys}), (SCENARIOS, {s for _, s in keys})):
-                name = definition.name or ""
+            for name, new in ((MODELS, {m for m, _ in keys}), (SCENARIOS, {s for _, s in keys})):
                 missing = sorted(k for k in new if not instance.has_dynamic_partition(name, k))
                 if missing:
                     instance.add_dynamic_partitions(name, missing)
