@@ -10,14 +10,18 @@ CPU cost of a rollout. Shards of a few connections each keep it constant.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import itertools
 import math
 import ssl
+import time
+import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from httpx._client import USE_CLIENT_DEFAULT, ClientState, UseClientDefault
+from httpx._client import USE_CLIENT_DEFAULT, BoundAsyncStream, ClientState, UseClientDefault
 
 from eval_pipelines.lib.http_transport import KeepAliveTransport
 
@@ -57,6 +61,30 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         for shard in self.shards:
             await shard.aclose()
+
+
+class _TimedStream(httpx.AsyncByteStream):
+    """httpx's `BoundAsyncStream` (sets `response.elapsed` when the body is closed) without its reference cycle:
+    that stream holds its response and the response holds it, so every response of every request was garbage only
+    the cyclic collector could free, a dozen objects each, and with hundreds of rollouts in flight each of its
+    collections also walked every rollout's live objects. A weak reference to the response breaks the cycle."""
+
+    __slots__ = ("_response", "_start", "_stream")
+
+    def __init__(self, stream: httpx.AsyncByteStream, response: httpx.Response, start: float) -> None:
+        self._stream = stream
+        self._response = weakref.ref(response)
+        self._start = start
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        response = self._response()
+        if response is not None:
+            response.elapsed = datetime.timedelta(seconds=time.perf_counter() - self._start)
+        await self._stream.aclose()
 
 
 class _SetCookies(httpx.Cookies):
@@ -132,6 +160,13 @@ class PooledAsyncClient(httpx.AsyncClient):
         except BaseException:
             await response.aclose()
             raise
+
+    async def _send_single_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super()._send_single_request(request)
+        bound = response.stream
+        if isinstance(bound, BoundAsyncStream):
+            response.stream = _TimedStream(bound._stream, response, bound._start)
+        return response
 
     @property
     def cookies(self) -> httpx.Cookies:

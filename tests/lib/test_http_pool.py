@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 
 import httpx
@@ -197,4 +199,27 @@ async def test_request_urls_are_parsed_once_and_follow_the_base_url(
             assert client.build_request("GET", f"/p{i}").url == httpx.URL(f"{echo.url}/other/p{i}")
         assert len(client._merged_urls) <= 3
     finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_response_is_freed_without_the_cyclic_collector_and_still_says_how_long_it_took(
+    echo: BackgroundServer, stream: bool
+) -> None:
+    client = pooled_client(4, timeout=5.0)
+    gc.collect()
+    gc.disable()
+    try:
+        response = await client.send(client.build_request("GET", f"{echo.url}/ping"), stream=stream)
+        if stream:
+            await response.aread()
+            await response.aclose()
+        assert response.json() == {"ok": "yes"}
+        assert response.elapsed.total_seconds() > 0
+        freed = weakref.ref(response)
+        del response
+        # Reference counting alone frees it: no cycle holds it until a collection.
+        assert freed() is None
+    finally:
+        gc.enable()
         await client.aclose()
