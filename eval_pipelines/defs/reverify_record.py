@@ -16,6 +16,7 @@ so the second re-verification of a partition would fail to record its checks.
 """
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -227,5 +228,14 @@ def main() -> int:
     return 0
 
 
+def _exit(code: int) -> None:
+    """Ends the process without the interpreter's teardown of Dagster's modules, which costs a third of a second of
+    CPU here: the instance is disposed and the answer written by now; what remains to flush is flushed first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())
