@@ -299,9 +299,10 @@ class EvaluationBackend:
     def rollout_pages(
         self, run_id: str, page_size: int, *, completed_after: str | None = None
     ) -> Iterator[list[Rollout]]:
-        """The run's rollouts a page at a time; with `completed_after`, those completed at or after it. A server
-        without the paging extension answers the whole list at once, which is then cut into pages here; one
-        without the filter answers every rollout, which the caller sorts out."""
+        """The run's rollouts a page at a time, without their status history (nothing here reads it, and it was
+        most of a listing's cost); with `completed_after`, those completed at or after it. A server without the
+        paging extension answers the whole list at once, which is then cut into pages here; one without the
+        filter answers every rollout, which the caller sorts out."""
         offset = 0
         while True:
             answer = self._through_outage(
@@ -311,6 +312,7 @@ class EvaluationBackend:
                     limit=page_size,
                     offset=offset,
                     completed_after=completed_after,
+                    status_events=False,
                 )
             )
             if len(answer.rollouts) > page_size:  # paging ignored: this is every rollout

@@ -302,9 +302,11 @@ class EvaluationClient:
         limit: int | None = None,
         offset: int = 0,
         completed_after: str | None = None,
+        status_events: bool = True,
     ) -> RolloutList:
-        """`limit`/`offset` page the listing and `completed_after` (ISO 8601 with offset) keeps the rollouts
-        completed since then: local extensions, which a server without them ignores (it answers every rollout)."""
+        """`limit`/`offset` page the listing, `completed_after` (ISO 8601 with offset) keeps the rollouts
+        completed since then and `status_events=False` asks for the rollouts without their status history: local
+        extensions, which a server without them ignores (it answers every rollout, with its history)."""
         params = {
             "scenario_id": scenario_id,
             "task_id": task_id,
@@ -313,6 +315,7 @@ class EvaluationClient:
             "limit": limit,
             "offset": offset or None,
             "completed_after": completed_after,
+            "status_events": None if status_events else "false",
         }
         return await self._get(RolloutList, "/rollouts", params)
 

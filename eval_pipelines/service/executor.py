@@ -217,7 +217,7 @@ class RunExecutor:
         if self.store.get_run(run_id) is None:
             raise NotFound(f"run {run_id!r} not found")
         self.store.request_cancel(run_id)
-        active = self.store.list_rollouts(run_id=run_id, status=RolloutStatus.RUNNING.value)
+        active = self.store.list_rollouts(run_id=run_id, status=RolloutStatus.RUNNING.value, with_events=False)
         event = self._cancel_events.get(run_id)
         if event is not None:
             event.set()

@@ -450,7 +450,11 @@ class RunStore(SqliteDatabase):
         limit: int | None = None,
         offset: int = 0,
         completed_after: str | None = None,
+        with_events: bool = True,
     ) -> list[Rollout]:
+        """The matching rollouts; `with_events=False` leaves their `status_events` empty (reading and validating
+        a dozen events per rollout is most of a listing's cost, and a client following a run's progress does not
+        need them)."""
         clause, params = self._rollout_filter(scenario_id, task_id, run_id, status, completed_after)
         page = "" if limit is None and not offset else " limit ? offset ?"
         if page:
@@ -460,6 +464,8 @@ class RunStore(SqliteDatabase):
             .execute(f"select * from rollouts {clause} order by created_at, task_id, rollout_index{page}", params)
             .fetchall()
         )
+        if not with_events:
+            return [self._rollout_from_row(r, []) for r in rows]
         events = self._events([r["rollout_id"] for r in rows])
         return [self._rollout_from_row(r, events[r["rollout_id"]]) for r in rows]
 

@@ -108,6 +108,7 @@ def test_progress_hears_of_each_rollout_once_asking_only_for_what_finished_since
     since = [a["completed_after"] for a in asked if a.get("completed_after")]
     assert since, "no listing during the run asked for the newly completed rollouts only"
     assert all(a["limit"] == 2 for a in asked)  # every listing is paged
+    assert all(a["status_events"] is False for a in asked)  # nothing here reads a rollout's history
     assert asked[-1].get("completed_after") is None  # the last one reads the whole finished run
 
 

@@ -126,6 +126,18 @@ async def test_rollouts_completed_after_a_time_are_listed_alone(client: Evaluati
         await client.list_rollouts(run_id=launched.run_id, completed_after="2026-01-01T00:00:00")  # no offset
 
 
+async def test_a_listing_without_status_events_leaves_only_the_history_out(client: EvaluationClient) -> None:
+    launched = await client.launch_run(launch(TASKS[:2], run_name=f"history-{uuid.uuid4().hex}"))
+    await client.wait_for_run(launched.run_id, deadline_seconds=120, poll_interval=0.05)
+
+    full = (await client.list_rollouts(run_id=launched.run_id)).rollouts
+    light = (await client.list_rollouts(run_id=launched.run_id, status_events=False)).rollouts
+
+    assert all(len(r.status_events) >= 3 for r in full)
+    assert all(r.status_events == [] for r in light)
+    assert [r.model_copy(update={"status_events": []}) for r in full] == light
+
+
 async def test_rollout_json_never_carries_the_api_key(eval_service: RunningService) -> None:
     secret = "sk-never-echo-this-key-0123456789"
     body = {"scenario_id": SCENARIO, "task_ids": ["email_ops_001"], "model_config": {**SIM_ORACLE, "api_key": secret}}

@@ -61,10 +61,13 @@ def list_rollouts(
     completed_after: Annotated[
         AwareDatetime | None, Query(description="only rollouts completed at or after this time (ISO 8601, with offset)")
     ] = None,
+    status_events: Annotated[
+        bool, Query(description="false leaves every rollout's status_events empty (a lighter listing)")
+    ] = True,
 ) -> RolloutList:
-    """`limit`/`offset` page the listing and `completed_after` keeps the rollouts finished since a time (local
-    extensions: a client following a run asks for what is new, not for the whole run again); `total` counts
-    every match."""
+    """`limit`/`offset` page the listing, `completed_after` keeps the rollouts finished since a time and
+    `status_events=false` leaves out each rollout's status history (local extensions: a client following a run
+    asks for what is new, not for the whole run again, and needs no history); `total` counts every match."""
     filters = {
         "scenario_id": scenario_id,
         "task_id": task_id,
@@ -73,7 +76,7 @@ def list_rollouts(
         # The stored timestamps' own form (UTC, `isoformat`), so the store compares like with like.
         "completed_after": completed_after.astimezone(UTC).isoformat() if completed_after else None,
     }
-    found = service.store.list_rollouts(**filters, limit=limit, offset=offset)
+    found = service.store.list_rollouts(**filters, limit=limit, offset=offset, with_events=status_events)
     total = service.store.count_rollouts(**filters) if limit is not None or offset else len(found)
     return RolloutList(total=total, rollouts=found)
 
