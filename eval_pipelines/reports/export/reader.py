@@ -151,7 +151,7 @@ class _Spooled:
     def sql(self, places: Path) -> str:
         return (
             f"select k.{_ORDINAL}, {self.columns} from {self.table} as t "
-            f"join read_parquet({_quote_literal(str(places))}) as k using (rollout_id) where {self.where}"
+            f"join {_read_spooled(places)} as k using (rollout_id) where {self.where}"
         )
 
 
@@ -210,6 +210,12 @@ where sweep_id = $sweep and model_name = $model_name and scenario_id = $scenario
 
 def _quote_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def _read_spooled(path: Path) -> str:
+    """`read_parquet` of a file the export spooled; a `key=value` folder above it (the temporary directory's path)
+    must not become a column."""
+    return f"read_parquet({_quote_literal(str(path))}, hive_partitioning = false)"
 
 
 def _quote_ident(name: str) -> str:
@@ -300,7 +306,7 @@ class _Spool:
         path = self._path(index)
         if not path.is_dir():
             return None
-        return f"read_parquet({_quote_literal(str(path / '*.parquet'))}, hive_partitioning = false)"
+        return _read_spooled(path / "*.parquet")
 
     def create_table(self, con: duckdb.DuckDBPyConnection, name: str, index: int | None) -> None:
         """(Re)create table `name` on `con` with file `index`'s rows, without the place column (none: empty)."""
@@ -386,7 +392,7 @@ class _GroupRead:
         con.execute(
             f"copy ({_PLACES_SQL}) to {_quote_literal(str(places))} (format parquet)", _bound(_PLACES_SQL, params)
         )
-        count = con.execute(f"select count(*) from read_parquet({_quote_literal(str(places))})").fetchall()[0][0]
+        count = con.execute(f"select count(*) from {_read_spooled(places)}").fetchall()[0][0]
         per_file = max(SPOOL_ROLLOUTS, -(-int(count) // MAX_SPOOL_FILES))
         spools: dict[str, _Spool] = {}
 
@@ -416,7 +422,7 @@ class _GroupRead:
         con.execute(
             f"copy ({_TASKS_SQL}) to {_quote_literal(str(tasks))} (format parquet)", _bound(_TASKS_SQL, self.params)
         )
-        self.scratch.execute(f"create table tasks as select * from read_parquet({_quote_literal(str(tasks))})")
+        self.scratch.execute(f"create table tasks as select * from {_read_spooled(tasks)}")
         self.spools["rollouts"].create_table(self.scratch, "rollouts", None)
         self.spools["verifications"].create_table(self.scratch, "verifications", None)
         for view in (VERIFICATIONS_LATEST, ROLLOUT_SCORES):
