@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
@@ -82,12 +83,12 @@ class Project:
             runs = instance.get_runs(filters=dg.RunsFilter(job_name=reverify_record.REVERIFY_JOB))
             return [Recorded.of(instance, run) for run in reversed(runs)]
 
-    def sweep_materialization(self, model: str, scenario: str) -> dg.AssetMaterialization:
-        """The first `verification` materialisation of a partition: its sweep's asset run."""
+    def first_materialization(self, asset: str, partition: str | None = None) -> dg.AssetMaterialization:
+        """An asset's first materialisation (of a partition): the sweep's asset run."""
         with dg.DagsterInstance.get() as instance:
-            key = str(partition_of(model, scenario))
+            partitions = [partition] if partition is not None else None
             records = instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=dg.AssetKey("verification"), asset_partitions=[key]),
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=partitions),
                 limit=100,
                 ascending=True,
             ).records
@@ -99,26 +100,26 @@ class Project:
 @dataclass(frozen=True)
 class Recorded:
     """One `__cli_reverify` run: its status and tags, the `verification` materialisations by partition (metadata,
-    tags, storage id), the check evaluations by (partition, check) (passed, the storage id they target), and whether
-    it materialised the catalog."""
+    tags, storage id), the check evaluations by (partition, check) (passed, the storage id they target), and the
+    catalog's materialisation metadata (None when it has none)."""
 
     status: dg.DagsterRunStatus
     tags: dict[str, str]
     verifications: dict[str, tuple[dict[str, object], dict[str, str], int]]
     checks: dict[tuple[str, str], tuple[bool, int | None]]
-    catalog: bool
+    catalog: dict[str, Any] | None
 
     @classmethod
     def of(cls, instance: dg.DagsterInstance, run: dg.DagsterRun) -> Recorded:
         verifications: dict[str, tuple[dict[str, object], dict[str, str], int]] = {}
-        catalog = False
+        catalog: dict[str, Any] | None = None
         for record in instance.get_records_for_run(
             run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
         ).records:
             materialization = record.asset_materialization
             assert materialization is not None
             if materialization.asset_key == dg.AssetKey("eval_catalog"):
-                catalog = True
+                catalog = dict(materialization.metadata)
                 continue
             assert materialization.asset_key == dg.AssetKey("verification") and materialization.partition
             metadata = {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
@@ -254,8 +255,14 @@ def test_a_verifier_edit_is_reverified_for_its_scenario_only_and_compared_by_ver
         "pass_rate": 0.0,
     }
     assert metadata["dagster/row_count"] == 1
-    # the same metadata as the asset's own materialisation in the sweep's run
-    assert set(metadata) == set(project.sweep_materialization("sim-oracle", EMAIL).metadata)
+    # the same metadata as the asset's own materialisation in the sweep's run, the same table metadata
+    swept = project.first_materialization("verification", str(partition_of("sim-oracle", EMAIL))).metadata
+    assert set(metadata) == set(swept)
+    for key in ("dagster/table_name", "dagster/column_schema"):
+        assert metadata[key] == swept[key].value, key
+    catalog = project.first_materialization("eval_catalog").metadata
+    assert set(record.catalog) == set(catalog)
+    assert record.catalog["row_counts"].schema == catalog["row_counts"].schema
     assert record.checks == {(oracle, SCORES_CHECK): (True, storage_id), (oracle, ERRORS_CHECK): (True, storage_id)}
 
     # The rest of what the edit left stale: email_ops x both models, every sweep; office_ops untouched.

@@ -33,8 +33,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 
 from eval_pipelines.defs.evals.cli_runs import CLI_HOST_TAG, CLI_PID_TAG, Heartbeat
 from eval_pipelines.defs.instance import open_instance
-from eval_pipelines.defs.reverify import CatalogOutcome, PartitionOutcome, failure_cause
-from eval_pipelines.defs.table_metadata import table_counts, table_rows
+from eval_pipelines.defs.reverify import CatalogOutcome, PartitionOutcome, TableColumns, failure_cause
 
 REVERIFY_JOB = "__cli_reverify"
 #: The tags of defs/evals/automation.py (REVERIFY_TAG) and defs/evals/assets.py (SWEEP_ID_TAG), spelled out here:
@@ -43,6 +42,37 @@ REVERIFY_TAG = "eval_pipelines/reverify"
 SWEEP_ID_TAG = "eval_pipelines/sweep_id"
 #: The dynamic partitions of defs/evals/partitions.py, by name (importing it loads the scenario schemas).
 MODELS, SCENARIOS = "models", "scenarios"
+#: defs/table_metadata.py's standard table metadata, built here from the columns the CLI sends (importing that
+#: module loads the warehouse package); tests/test_reverify_cli.py holds the two equal.
+CATALOG_SCHEMA = "eval.main"
+_COUNTS_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn(name="table", type="string", description="table or view of the catalog (eval.main)"),
+        dg.TableColumn(name="rows", type="int"),
+    ]
+)
+
+
+def table_rows(table: str, rows: int, columns: TableColumns) -> dict[str, Any]:
+    """`table_metadata.table_rows`: the row count, table name and column schema of a materialisation."""
+    schema = [
+        dg.TableColumn(name=name, type=kind, description=doc, constraints=dg.TableColumnConstraints(nullable=nullable))
+        for name, kind, doc, nullable in columns["columns"]
+    ]
+    schema += [dg.TableColumn(name=name, type="string", description=doc) for name, doc in columns["partition_by"]]
+    return {
+        "dagster/row_count": int(rows),
+        "dagster/table_name": f"{CATALOG_SCHEMA}.{table}",
+        "dagster/column_schema": dg.TableSchema(columns=schema),
+    }
+
+
+def table_counts(rows_by_table: dict[str, int]) -> dg.TableMetadataValue:
+    """`table_metadata.table_counts`: several tables' row counts as one table-valued entry."""
+    records = [dg.TableRecord({"table": name, "rows": int(rows)}) for name, rows in sorted(rows_by_table.items())]
+    return dg.MetadataValue.table(records=records, schema=_COUNTS_SCHEMA)
+
+
 VERIFICATION = dg.AssetKey("verification")
 CATALOG = dg.AssetKey("eval_catalog")
 #: The CLI reports failures itself, one line each; the run's events stay in Dagster's storage and UI.
@@ -54,7 +84,7 @@ def partition_of(model: str, scenario: str) -> str:
     return str(dg.MultiPartitionKey({"model": model, "scenario": scenario}))
 
 
-def verification_materialization(done: PartitionOutcome) -> dg.AssetMaterialization:
+def verification_materialization(done: PartitionOutcome, columns: TableColumns) -> dg.AssetMaterialization:
     """The `verification` asset's metadata (defs/evals/assets.py), tagged with the verifier version."""
     summary = done["summary"]
     verified = summary["rollouts_verified"]
@@ -68,7 +98,7 @@ def verification_materialization(done: PartitionOutcome) -> dg.AssetMaterializat
             "pass_rate": round(summary["passed"] / verified if verified else 0.0, 4),
             "verifier_errors": summary["verifier_errors"],
             "skipped": summary["skipped"],
-            **table_rows("verifications", summary["rows_written"]),
+            **table_rows("verifications", summary["rows_written"], columns),
         },
         tags={REVERIFY_TAG: summary["verifier_version"]},
     )
@@ -108,7 +138,7 @@ def _events(context: OpExecutionContext, outcome: dict[str, Any]) -> Iterator[dg
             context.log.warning(
                 f"{done['model']} x {done['scenario']}: {errors} rollouts got no verdict: verifier errors, not failures"
             )
-        context.log_event(verification_materialization(done))
+        context.log_event(verification_materialization(done, outcome["verifications"]))
     if outcome["catalog"] is not None:
         context.log_event(catalog_materialization(outcome["catalog"]))
     yield dg.Output(None)  # stores the materialisations logged so far; the checks then target them
