@@ -845,7 +845,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     path = Path(args.db) if args.db else data_dir() / "eval.duckdb"
     if not path.is_file():
         raise UserError(f"{path}: no catalog yet; run `eval-pipelines sweep` first")
-    # What `warehouse.catalog.connect_read_only` does, without importing the catalog builder (Arrow, NumPy).
+    # What `warehouse.catalog.connect_read_only` does, without importing the catalog builder and its modules.
     con = duckdb.connect(str(path.resolve()), read_only=True)
     try:
         cursor = con.execute(args.query)

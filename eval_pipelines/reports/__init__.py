@@ -2,7 +2,7 @@
 Dagster layer attaches to the eval_catalog materialisation. Reads the DuckDB catalog only.
 
 The names below load on first use (PEP 562), so importing a submodule (`reports.viewer.links`, which the CLI
-reads for its defaults) does not import DuckDB, Arrow and NumPy with the report builder.
+reads for its defaults) does not import DuckDB and the report builder's modules with it.
 """
 
 from __future__ import annotations
