@@ -17,33 +17,57 @@ taken back in that order (see `reader.py`), so the time grows linearly with the 
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from eval_pipelines.inputs.paths import scenarios_dir
-from eval_pipelines.reports.data import open_catalog, resolve_sweep
-from eval_pipelines.reports.export.atif import ATIF_SCHEMA_VERSION, atif_file_name, atif_trajectory, export_atif
-from eval_pipelines.reports.export.inspect_log import (
-    INSPECT_LOG_VERSION,
-    SCORER,
-    SIMULATED_PROVIDER,
-    export_inspect,
-    inspect_header,
-    inspect_log_name,
-    inspect_model,
-    inspect_sample,
-)
-from eval_pipelines.reports.export.jsonl import export_jsonl, jsonl_line
-from eval_pipelines.reports.export.messages import CallRequest, inspect_messages, openai_messages
 from eval_pipelines.reports.export.output import ExportError, ExportSummary
-from eval_pipelines.reports.export.parquet import PARQUET_TABLES, export_parquet
-from eval_pipelines.reports.export.reader import DEFAULT_BATCH_SIZE, Group, RolloutRecord, SweepReader, select_groups
-from eval_pipelines.reports.export.simlab_runs import (
-    export_simlab,
-    run_folder_name,
-    simlab_artifacts,
-    simlab_reward,
-)
-from eval_pipelines.reports.export.tools import TaskTools
+from eval_pipelines.reports.export.reader import DEFAULT_BATCH_SIZE
+
+if TYPE_CHECKING:
+    from eval_pipelines.reports.export.atif import ATIF_SCHEMA_VERSION, atif_file_name, atif_trajectory
+    from eval_pipelines.reports.export.inspect_log import (
+        INSPECT_LOG_VERSION,
+        SCORER,
+        SIMULATED_PROVIDER,
+        inspect_header,
+        inspect_log_name,
+        inspect_model,
+        inspect_sample,
+    )
+    from eval_pipelines.reports.export.jsonl import jsonl_line
+    from eval_pipelines.reports.export.messages import CallRequest, inspect_messages, openai_messages
+    from eval_pipelines.reports.export.parquet import PARQUET_TABLES
+    from eval_pipelines.reports.export.reader import Group, RolloutRecord, SweepReader
+    from eval_pipelines.reports.export.simlab_runs import run_folder_name, simlab_artifacts, simlab_reward
+    from eval_pipelines.reports.export.tools import TaskTools
+
+#: Where each name below lives. They load on first use (PEP 562): an export imports the one format's writer it
+#: needs, not every format's (the ATIF and SimLab writers' tool listings alone pull in the tool servers and httpx).
+_HOMES = {
+    "ATIF_SCHEMA_VERSION": "atif",
+    "atif_file_name": "atif",
+    "atif_trajectory": "atif",
+    "INSPECT_LOG_VERSION": "inspect_log",
+    "SCORER": "inspect_log",
+    "SIMULATED_PROVIDER": "inspect_log",
+    "inspect_header": "inspect_log",
+    "inspect_log_name": "inspect_log",
+    "inspect_model": "inspect_log",
+    "inspect_sample": "inspect_log",
+    "jsonl_line": "jsonl",
+    "CallRequest": "messages",
+    "inspect_messages": "messages",
+    "openai_messages": "messages",
+    "PARQUET_TABLES": "parquet",
+    "Group": "reader",
+    "RolloutRecord": "reader",
+    "SweepReader": "reader",
+    "run_folder_name": "simlab_runs",
+    "simlab_artifacts": "simlab_runs",
+    "simlab_reward": "simlab_runs",
+    "TaskTools": "tools",
+}
 
 __all__ = [
     "ATIF_SCHEMA_VERSION",
@@ -75,6 +99,16 @@ __all__ = [
     "simlab_reward",
 ]
 
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
 FORMATS = ("inspect", "jsonl", "parquet", "atif", "simlab")
 
 
@@ -102,6 +136,9 @@ def export_results(
         raise ExportError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    from eval_pipelines.reports.data import open_catalog, resolve_sweep
+    from eval_pipelines.reports.export.reader import SweepReader, select_groups
+
     con = open_catalog(db)
     try:
         # Timestamps come back in UTC, whatever the machine's zone: every log and line states them so.
@@ -109,17 +146,30 @@ def export_results(
         sweep = resolve_sweep(con, sweep_id)
         groups = select_groups(con, sweep, model_name, scenario_id)
         if fmt == "parquet":
+            from eval_pipelines.reports.export.parquet import export_parquet
+
             return export_parquet(con, sweep, model_name, scenario_id, Path(out))
         # The jsonl lines alone show no tool results.
         reader = SweepReader(con, sweep, batch_size, tool_results=fmt != "jsonl", spool_dir=spool_dir)
         try:
             if fmt == "inspect":
+                from eval_pipelines.reports.export.inspect_log import export_inspect
+
                 return export_inspect(reader, groups, Path(out))
+            from eval_pipelines.inputs.paths import scenarios_dir
+            from eval_pipelines.reports.export.tools import TaskTools
+
             tools = TaskTools(scenarios_root or scenarios_dir())
             if fmt == "atif":
+                from eval_pipelines.reports.export.atif import export_atif
+
                 return export_atif(reader, groups, Path(out), tools)
             if fmt == "simlab":
+                from eval_pipelines.reports.export.simlab_runs import export_simlab
+
                 return export_simlab(reader, groups, Path(out), tools)
+            from eval_pipelines.reports.export.jsonl import export_jsonl
+
             return export_jsonl(reader, groups, Path(out), tools, include_errors)
         finally:
             reader.close()
