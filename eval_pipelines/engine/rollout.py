@@ -71,7 +71,7 @@ from eval_pipelines.schemas.scenarios import NpcProfile, ScriptedUserSpec, Task
 from eval_pipelines.schemas.sweep import is_simulated_model
 from eval_pipelines.schemas.tools import DiffScope, ToolDefinition
 from eval_pipelines.schemas.verifiers import VerifierOutcome
-from eval_pipelines.sim.endpoint import simulated_request_tag
+from eval_pipelines.sim.task_mark import simulated_request_tag
 from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
 from eval_pipelines.toolservers.chat import ChatServer
 from eval_pipelines.toolservers.diff import diff_states
@@ -218,7 +218,7 @@ def default_agent_factory(
 
 def request_tag(spec: RolloutSpec, config: ModelConfig) -> str:
     """The `user` field of the rollout's requests to a model: the rollout id; a simulated model is also told the
-    task it plays, since benchmark tasks can open with the same message (see sim.endpoint.TASK_MARK)."""
+    task it plays, since benchmark tasks can open with the same message (see sim/task_mark.py)."""
     if is_simulated_model(config.model):
         return simulated_request_tag(spec.rollout_id, spec.scenario_id, spec.task.task_id)
     return spec.rollout_id

@@ -45,6 +45,7 @@ from eval_pipelines.llm.types import TOOL_NAME_SEPARATOR, ChatMessage, ChatReque
 from eval_pipelines.schemas.scenarios import SimulatedUserSpec, Task
 from eval_pipelines.schemas.sweep import SIMULATED_PREFIX, SIMULATED_USER_MODEL, is_simulated_model
 from eval_pipelines.schemas.tools import ToolCall
+from eval_pipelines.sim.task_mark import marked_task
 
 logger = logging.getLogger(__name__)
 
@@ -78,24 +79,6 @@ _ALTERNATIVE_TOKENS = (" the", " a", " to", " and", " of", " I", " it", " this",
 #: tells a simulated number from a real model's.
 def normalise_instruction(text: str) -> str:
     return " ".join(text.split())
-
-
-#: Marks the task in a simulated model's `user` field: `<rollout id>#task=<scenario id>/<task id>`. Benchmarks hold
-#: tasks whose first message is the same (BFCL's categories share questions, and some entries within one), so the
-#: text alone cannot tell the sims which gold to play; only simulated models are sent the mark.
-TASK_MARK = "#task="
-
-
-def simulated_request_tag(rollout_id: str, scenario_id: str, task_id: str) -> str:
-    """The `user` value a rollout sends a simulated model: its id, and the task it plays."""
-    return f"{rollout_id}{TASK_MARK}{scenario_id}/{task_id}"
-
-
-def _marked_task(user: str | None) -> tuple[str, str] | None:
-    if not user or TASK_MARK not in user:
-        return None
-    scenario_id, _, task_id = user.rpartition(TASK_MARK)[2].rpartition("/")
-    return (scenario_id, task_id) if scenario_id and task_id else None
 
 
 @dataclass
@@ -552,7 +535,7 @@ def simulated_user(book: ReferenceBook) -> SimPersona:
     agent has answered, the first stop token."""
 
     def reply(request: ChatRequest) -> str:
-        marked = _marked_task(request.user)
+        marked = marked_task(request.user)
         system = next((m.content for m in request.messages if m.role == "system" and m.content), None)
         reference = book.lookup_user(system or "", marked)
         if reference is None:
@@ -608,7 +591,7 @@ def create_sim_app(
         if instruction is None:
             return _openai_error(400, "messages must contain a user message (the task instruction)")
         # A known task is a dictionary hit; only a miss may re-scan the catalog's files, off the event loop.
-        marked = _marked_task(chat.user)
+        marked = marked_task(chat.user)
         reference = book.find_known(instruction, marked) or await run_in_threadpool(book.lookup, instruction, marked)
         reply = _reply(chat, reference, noise=noise, instruction=normalise_instruction(instruction))
         return JSONResponse(reply)

@@ -13,7 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
-from eval_pipelines.sim.endpoint import SIM_REPLIES_PER_TURN, ReferenceBook, create_sim_app, simulated_request_tag
+from eval_pipelines.sim.endpoint import SIM_REPLIES_PER_TURN, ReferenceBook, create_sim_app
+from eval_pipelines.sim.task_mark import simulated_request_tag
 
 OPENING = "Move the report into the archive folder."
 

@@ -171,6 +171,19 @@ def test_worker_count_follows_concurrency_cpus_and_the_environment(monkeypatch: 
         rollout_workers(50)
 
 
+def test_a_worker_process_starts_without_the_web_stack() -> None:
+    """A rollout worker serves no HTTP: importing FastAPI (through the simulated endpoint) was a fifth of its start,
+    which every rollout of a run's first wave in that worker waits for."""
+    import subprocess
+    import sys
+
+    web = "('fastapi', 'uvicorn', 'starlette')"
+    code = f"import sys, {WORKER_MODULE}; print(sorted(m for m in {web} if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+    assert loaded == "[]"
+
+
 def test_slots_are_split_evenly_and_every_share_is_used() -> None:
     assert split_parallel(50, 2) == [25, 25]
     assert split_parallel(5, 2) == [3, 2]
