@@ -7,8 +7,9 @@ reads for its defaults) does not import DuckDB and the report builder's modules 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from eval_pipelines.lib.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from eval_pipelines.reports.build import CHARTS, PassRateSummary, ReportFiles, build_report, pass_rate_summary
@@ -42,10 +43,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, globals(), _HOMES)

@@ -6,8 +6,9 @@ HTTP app (FastAPI), which only serving needs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from eval_pipelines.lib.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from eval_pipelines.toolservers.admin import ToolServerAdmin, WorkspaceError
@@ -65,10 +66,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, globals(), _HOMES)

@@ -17,10 +17,10 @@ taken back in that order (see `reader.py`), so the time grows linearly with the 
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from eval_pipelines.lib.lazy_names import lazy_names
 from eval_pipelines.reports.export.output import ExportError, ExportSummary
 from eval_pipelines.reports.export.reader import DEFAULT_BATCH_SIZE
 
@@ -100,13 +100,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, globals(), _HOMES)
 
 
 FORMATS = ("inspect", "jsonl", "parquet", "atif", "simlab")
