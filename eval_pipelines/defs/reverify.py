@@ -145,7 +145,7 @@ def verify_and_check(
 ) -> PartitionOutcome:
     """The `verification` asset's work on one partition, then both its checks', as a run of it does them."""
     from eval_pipelines.inputs.scenarios import partition_key
-    from eval_pipelines.pipeline.health import partition_error_share
+    from eval_pipelines.pipeline.health import error_share_check, partition_error_share
     from eval_pipelines.pipeline.steps import check_partition_scores, verification_files, verify_partition
     from eval_pipelines.warehouse.store import Warehouse
 
@@ -155,15 +155,7 @@ def verify_and_check(
     summary = verify_partition(warehouse, scenario, model_key, scenario_key, sweep_id=sweep_id)
     report = check_partition_scores(warehouse, scenario, model_key, scenario_key, sweep_id)
     scores = CheckOutcome(
-        name=SCORES_CHECK,
-        passed=report.passed,
-        description=report.description,
-        metadata={
-            "rollouts": report.rollouts,
-            "unscored": report.unscored,
-            "out_of_range": report.out_of_range,
-            "verifier_version": report.verifier_version,
-        },
+        name=SCORES_CHECK, passed=report.passed, description=report.description, metadata=report.metadata()
     )
     threshold = thresholds.of(model_key, scenario_key)
     share = partition_error_share(
@@ -173,21 +165,8 @@ def verify_and_check(
         sweep_id=sweep_id,
         verification_files=verification_files(warehouse, model_key, scenario_key, summary.verifier_version),
     )
-    if share is None:
-        errors = CheckOutcome(name=ERRORS_CHECK, passed=True, description="no finished rollout", metadata={"errors": 0})
-    else:
-        errors = CheckOutcome(
-            name=ERRORS_CHECK,
-            passed=not share.exceeds(threshold),
-            description=share.line() if share.n_errors else f"{share.n_finished} rollouts, no error",
-            metadata={
-                "errors": share.n_errors,
-                "finished": share.n_finished,
-                "error_share": round(share.share, 4),
-                "threshold": threshold,
-                "error_class": share.error_class or "-",
-            },
-        )
+    passed, description, metadata = error_share_check(share, threshold)
+    errors = CheckOutcome(name=ERRORS_CHECK, passed=passed, description=description, metadata=metadata)
     return PartitionOutcome(
         model=model_key,
         scenario=scenario.scenario_id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from eval_pipelines.schemas.runs import MSG_AGENT_FAILED, TERMINAL_STATUSES, ErrorClass
 from eval_pipelines.warehouse.catalog import connect_read_only
@@ -52,6 +53,24 @@ class ErrorShare:
             f"{self.model_name} {PAIR_SIGN} {self.scenario_id}: {self.n_errors}/{self.n_finished} errors "
             f"({self.error_class}: {_short_reason(self.sample_reason)})"
         )
+
+
+def error_share_check(share: ErrorShare | None, threshold: float) -> tuple[bool, str, dict[str, Any]]:
+    """The `errors_below_threshold` check of a partition (`share`: its errors, None when no rollout finished):
+    whether it passes, its description and the metadata it records. One home for the asset check and `reverify`."""
+    if share is None:
+        return True, "no finished rollout", {"errors": 0}
+    return (
+        not share.exceeds(threshold),
+        share.line() if share.n_errors else f"{share.n_finished} rollouts, no error",
+        {
+            "errors": share.n_errors,
+            "finished": share.n_finished,
+            "error_share": round(share.share, 4),
+            "threshold": threshold,
+            "error_class": share.error_class or "-",
+        },
+    )
 
 
 #: Where an error's reason is stored: a rollout that failed has it in `rollouts.error`; one that completed and is an

@@ -357,6 +357,15 @@ class ScoreCheck:
     out_of_range: int
     verifier_version: str
 
+    def metadata(self) -> dict[str, Any]:
+        """What the `scores_complete_and_in_range` check records beside its verdict."""
+        return {
+            "rollouts": self.rollouts,
+            "unscored": self.unscored,
+            "out_of_range": self.out_of_range,
+            "verifier_version": self.verifier_version,
+        }
+
 
 def check_partition_scores(
     warehouse: Warehouse, scenario: ScenarioFiles, model_key: str, scenario_key: str, sweep_id: str | None = None

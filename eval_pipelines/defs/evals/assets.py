@@ -17,7 +17,7 @@ from eval_pipelines.inputs.scenarios import ScenarioError, ScenarioFiles
 from eval_pipelines.inputs.sweeps import ConfigError, default_sweep_id, find_sweep_for, model_config_for
 from eval_pipelines.pipeline.command_sandbox import sandbox_for, sandbox_warning
 from eval_pipelines.pipeline.gates import judge_min_kappa_of
-from eval_pipelines.pipeline.health import partition_error_share
+from eval_pipelines.pipeline.health import error_share_check, partition_error_share
 from eval_pipelines.pipeline.steps import (
     RunNotLaunched,
     check_partition_scores,
@@ -323,19 +323,8 @@ def _error_check() -> dg.AssetChecksDefinition:
                 warehouse, model_key, scenario_key, package_version(scenario.verifiers_dir)
             ),
         )
-        if share is None:
-            return dg.AssetCheckResult(passed=True, description="no finished rollout", metadata={"errors": 0})
-        return dg.AssetCheckResult(
-            passed=not share.exceeds(threshold),
-            description=share.line() if share.n_errors else f"{share.n_finished} rollouts, no error",
-            metadata={
-                "errors": share.n_errors,
-                "finished": share.n_finished,
-                "error_share": round(share.share, 4),
-                "threshold": threshold,
-                "error_class": share.error_class or "-",
-            },
-        )
+        passed, description, metadata = error_share_check(share, threshold)
+        return dg.AssetCheckResult(passed=passed, description=description, metadata=metadata)
 
     return errors_below_threshold
 
@@ -354,16 +343,7 @@ def _scores_check() -> dg.AssetChecksDefinition:
         report = check_partition_scores(
             Warehouse(paths.warehouse), scenario, model_key, scenario_key, context.run.tags.get(SWEEP_ID_TAG)
         )
-        return dg.AssetCheckResult(
-            passed=report.passed,
-            description=report.description,
-            metadata={
-                "rollouts": report.rollouts,
-                "unscored": report.unscored,
-                "out_of_range": report.out_of_range,
-                "verifier_version": report.verifier_version,
-            },
-        )
+        return dg.AssetCheckResult(passed=report.passed, description=report.description, metadata=report.metadata())
 
     return scores_complete_and_in_range
 
