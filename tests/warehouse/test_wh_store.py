@@ -10,20 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks._arrow import ARROW_TYPES
 from eval_pipelines.warehouse.rows import ColumnTable, build_table, rollout_tables, tasks_table, verification_table
 from eval_pipelines.warehouse.store import SchemaMismatchError, Warehouse
 from eval_pipelines.warehouse.tables import ROLLOUTS, TASKS, VERIFICATIONS, ColumnType
-
-#: The Arrow types the warehouse's files had when pyarrow wrote them; DuckDB must write the same.
-_ARROW_TYPES = {
-    ColumnType.STRING: pa.string(),
-    ColumnType.INT32: pa.int32(),
-    ColumnType.INT64: pa.int64(),
-    ColumnType.FLOAT64: pa.float64(),
-    ColumnType.BOOL: pa.bool_(),
-    ColumnType.TIMESTAMP_UTC: pa.timestamp("us", tz="UTC"),
-    ColumnType.STRING_LIST: pa.list_(pa.string()),
-}
 
 
 def _rollouts(f: ModuleType, *ids: str) -> dict[str, ColumnTable]:
@@ -111,7 +101,7 @@ def test_files_have_the_parquet_types_pyarrow_wrote(tmp_path: Path, f: ModuleTyp
         spec = wh.read(name).spec
         assert schema.names == list(spec.column_names), name
         for column in spec.columns:
-            assert schema.field(column.name).type == _ARROW_TYPES[column.type], (name, column.name)
+            assert schema.field(column.name).type == ARROW_TYPES[column.type], (name, column.name)
         metadata = pq.ParquetFile(path).metadata
         if metadata.num_row_groups:  # an empty table (no simulator spoke) has none
             assert {metadata.row_group(0).column(i).compression for i in range(metadata.num_columns)} == {"ZSTD"}
@@ -123,7 +113,7 @@ def test_files_pyarrow_wrote_still_read(tmp_path: Path, f: ModuleType) -> None:
     wh = Warehouse(tmp_path)
     keys = {"model_key": "gpt-x", "scenario_key": "email_v1"}
     old_columns = [c for c in VERIFICATIONS.columns if c.name != "is_error"]
-    old_schema = pa.schema([pa.field(c.name, _ARROW_TYPES[c.type], nullable=c.nullable) for c in old_columns])
+    old_schema = pa.schema([pa.field(c.name, ARROW_TYPES[c.type], nullable=c.nullable) for c in old_columns])
     verified_at = datetime(2025, 5, 1, 12, 30, tzinfo=UTC)
     old_row = {
         "sweep_id": "s0",
