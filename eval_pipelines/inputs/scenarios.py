@@ -101,17 +101,41 @@ def _format_validation_error(path: Path, error: ValidationError, prefix: str = "
 
 def resolves_inside(path: Path, folder: Path) -> bool:
     """Whether `path`, with every symbolic link on the way followed, is `folder` or lies beneath it."""
-    try:
-        real, real_folder = path.resolve(), folder.resolve()
-    except (OSError, RuntimeError):  # a link loop leads nowhere inside
-        return False
-    return real == real_folder or real_folder in real.parents
+    return InsideCheck(folder)(path)
 
 
-def read_json_file(path: Path, folder: Path) -> Any:
+class InsideCheck:
+    """`resolves_inside` for many paths under one folder, as loading a scenario's thousands of task files asks:
+    the folder and each directory are resolved once, and a path that is no link itself costs one `lstat`.
+    Resolving every path whole (a `lstat` per component, twice per check) was most of a large scenario's load
+    time, paid again by every process that loads it. Meant for one pass: a link made later is not seen."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._real_folder: Path | None = None
+        self._real_dirs: dict[Path, Path] = {}
+
+    def __call__(self, path: Path) -> bool:
+        try:
+            if self._real_folder is None:
+                self._real_folder = self.folder.resolve()
+            if path.name in ("", "..") or path.is_symlink():
+                real = path.resolve()
+            else:
+                parent = self._real_dirs.get(path.parent)
+                if parent is None:
+                    parent = self._real_dirs[path.parent] = path.parent.resolve()
+                real = parent / path.name
+        except (OSError, RuntimeError):  # a link loop leads nowhere inside
+            return False
+        return real == self._real_folder or self._real_folder in real.parents
+
+
+def read_json_file(path: Path, folder: Path, inside: InsideCheck | None = None) -> Any:
     """A JSON file of a scenario whose files all lie in `folder`. Refused before it is opened when a link leads
-    out of `folder`, and before it is parsed when it nests deeper than the parser's stack allows."""
-    if not resolves_inside(path, folder):
+    out of `folder`, and before it is parsed when it nests deeper than the parser's stack allows. `inside`: the
+    check to use for `folder` when many files are read in one pass."""
+    if not (inside or InsideCheck(folder))(path):
         raise ScenarioError(f"{path}: is a link to a file outside {folder}; it is not read")
     try:
         text = path.read_text(encoding="utf-8")
@@ -158,7 +182,6 @@ class ScenarioFiles:
     #: materialised from an upstream benchmark (`<data>/benchmarks/`): run only when a sweep names it.
     benchmark: bool = False
     _tasks: dict[str, Task] | None = field(default=None, repr=False)
-    _parsed_seeds: set[Path] = field(default_factory=set, repr=False)
     _seed_payloads: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -223,8 +246,12 @@ class ScenarioFiles:
         if self._tasks is None:
             npcs_by_id = {npc.profile_id: npc for npc in self.npcs}
             tasks: dict[str, Task] = {}
+            inside_root = InsideCheck(self.root)
+            # Seed files and verifier modules are named by many tasks (a generated benchmark's tasks may all share
+            # them): each is checked once.
+            checked: set[tuple[str, str]] = set()
             for path in sorted((self.root / "tasks").glob("*.json")):
-                raw = read_json_file(path, self.root)
+                raw = read_json_file(path, self.root, inside_root)
                 if not isinstance(raw, dict):
                     raise ScenarioError(f"{path}: expected a JSON object")
                 raw = dict(raw)
@@ -243,7 +270,7 @@ class ScenarioFiles:
                     raise ScenarioError(_format_validation_error(path, exc)) from exc
                 if task.task_id in tasks:
                     raise ScenarioError(f"{path}: task_id: {task.task_id!r} is used by another task")
-                self._check_task_references(path, task)
+                self._check_task_references(path, task, checked)
                 tasks[task.task_id] = task
             if not tasks:
                 raise ScenarioError(f"{self.root / 'tasks'}: the scenario has no tasks")
@@ -252,9 +279,11 @@ class ScenarioFiles:
             self._tasks = tasks
         return self._tasks
 
-    def _check_task_references(self, path: Path, task: Task) -> None:
+    def _check_task_references(self, path: Path, task: Task, checked: set[tuple[str, str]]) -> None:
         for server, files in task.seed_data.items():
             for index, name in enumerate(files):
+                if ("seed", name) in checked:
+                    continue
                 where = f"{path}: seed_data.{server}[{index}]"
                 try:
                     seed = self.seed_path(name)
@@ -262,13 +291,15 @@ class ScenarioFiles:
                     raise ScenarioError(f"{where}: {exc}") from None
                 if not seed.is_file():
                     raise ScenarioError(f"{where}: seed file {name!r} does not exist")
-                if seed.suffix == ".json" and seed not in self._parsed_seeds:
-                    # a broken seed file is a scenario error at load, not a crash mid-run
+                if seed.suffix == ".json":  # a broken seed file is a scenario error at load, not a crash mid-run
                     read_json_file(seed, self.seed_dir)
-                    self._parsed_seeds.add(seed)
+                checked.add(("seed", name))
         for module in task.verifiers:
+            if ("verifier", module) in checked:
+                continue
             if not (self.root / "verifiers" / f"{module}.py").is_file():
                 raise ScenarioError(f"{path}: verifiers: module {module!r} has no file verifiers/{module}.py")
+            checked.add(("verifier", module))
         known_servers = {s.name for s in self.template.tool_servers}
         for ref in task.tool_servers:
             if ref.name not in known_servers:

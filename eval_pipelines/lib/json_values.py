@@ -50,6 +50,8 @@ def text_nests_deeper_than(text: str, limit: int) -> bool:
     it is parsed: Python's json module, and every validator after it, recurses once per level, so a text of
     100,000 `[` exhausts the stack before a check on the parsed value could run. Brackets are counted outside
     strings in one loop; malformed text is measured as far as it goes (the parser then names what is wrong)."""
+    if text.count("[") + text.count("{") <= limit:  # cannot nest deeper than it opens: most texts stop here
+        return False
     depth = 0
     for token in _STRING_OR_BRACKET.finditer(text):
         first = token.group()[0]
