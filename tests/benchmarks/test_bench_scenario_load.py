@@ -1,0 +1,34 @@
+"""benchmarks/scenario_load.py at its smallest: each side loads the same scenario in a child of its own tree."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchmarks import scenario_load
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_each_side_loads_every_task_from_its_own_tree(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(REPO / "eval_pipelines", other / "eval_pipelines", ignore=shutil.ignore_patterns("__pycache__"))
+
+    assert scenario_load.main(["--tasks", "12", "--repeats", "2", "--against", str(other), "--out", str(tmp_path)]) == 0
+
+    report = json.loads((tmp_path / "scenario_load.json").read_text())
+    assert set(report["results"]) == {"this", "against"}
+    for side in report["results"].values():
+        assert side["tasks"] == 12
+        assert len(side["cpu_seconds"]) == 2 and all(s > 0 for s in side["cpu_seconds"])
+    assert "| this checkout |" in (tmp_path / "scenario_load.md").read_text()
+
+
+def test_a_checkout_without_the_package_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        scenario_load.main(["--tasks", "2", "--repeats", "1", "--against", str(tmp_path), "--out", ""])
+
+    assert exit_info.value.code == 2
