@@ -360,13 +360,21 @@ def steady_state(samples: list[dict[str, Any]], started_at: float, execute_secon
 
 def windows(offsets: list[float], size: int, ideal: float) -> list[dict[str, float]]:
     """Throughput of each `size` consecutive completions (the first from the launch), as rollouts/s and a
-    fraction of ideal; a trailing partial window is left out."""
+    fraction of ideal, with the window's first and last completion (seconds from the launch: with every slot
+    started at once, a window is a wave, and its spread is how far its rollouts fell out of step); a trailing
+    partial window is left out."""
     rows, previous = [], 0.0
     for end in range(size, len(offsets) + 1, size):
         span = offsets[end - 1] - previous
         rate = size / span if span > 0 else float("inf")
         rows.append(
-            {"rollouts": end, "rollouts_per_second": round(rate, 2), "fraction_of_ideal": round(rate / ideal, 3)}
+            {
+                "rollouts": end,
+                "rollouts_per_second": round(rate, 2),
+                "fraction_of_ideal": round(rate / ideal, 3),
+                "first_at": round(offsets[end - size], 2),
+                "last_at": round(offsets[end - 1], 2),
+            }
         )
         previous = offsets[end - 1]
     return rows
@@ -554,13 +562,16 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['machine']['cpus']} CPUs, at {report['machine']['git_revision']})",
         "",
         "| in flight | latency (mean s) | rollouts (passed) | ideal/s | achieved/s | % of ideal | "
-        "per 1,000-rollout window | CPU-ms/rollout (endpoint) | RSS MiB (KiB per in flight) | processes | "
-        "fds (peak) | TCP sockets (peak) | "
+        "per 1,000-rollout window (first-last completion) | CPU-ms/rollout (endpoint) | "
+        "RSS MiB (KiB per in flight) | processes | fds (peak) | TCP sockets (peak) | "
         "load before -> after |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
-        per_window = ", ".join(f"{w['fraction_of_ideal']:.0%}" for w in r["windows"]) or "-"
+        per_window = (
+            ", ".join(f"{w['fraction_of_ideal']:.0%} ({w['first_at']:g}-{w['last_at']:g} s)" for w in r["windows"])
+            or "-"
+        )
         lines.append(
             f"| {r['in_flight']} | {r['latency']} ({r['mean_latency_seconds']}) | {r['rollouts']} ({r['passed']}) | "
             f"{r['ideal_rollouts_per_second']} | {r['achieved_rollouts_per_second']} | "

@@ -34,6 +34,7 @@ def test_windows_show_a_slowdown_after_the_first_thousand() -> None:
         (1000, 100.0, 1.0),
         (2000, 50.0, 0.5),
     ]
+    assert [(r["first_at"], r["last_at"]) for r in rows] == [(0.01, 10.0), (10.02, 30.0)]
 
 
 def test_memory_growth_and_target_read_the_constant_latency_rows() -> None:
