@@ -185,6 +185,18 @@ def test_a_scenario_file_linked_out_of_the_scenario_is_not_read(scenarios: Path,
     assert _refused(scenarios, canary) == outside
 
 
+def test_a_tasks_folder_linked_out_of_the_scenario_is_not_read(scenarios: Path, tmp_path: Path) -> None:
+    # The task files are no links themselves: only their folder's resolution, done once per load, finds them out.
+    tasks = scenarios / "email_ops" / "tasks"
+    outside = tmp_path / "outside_tasks"
+    shutil.move(tasks, outside)
+    tasks.symlink_to(outside, target_is_directory=True)
+    with opened_files() as opened, pytest.raises(ScenarioError) as refused:
+        _load(scenarios)
+    assert "is a link to a file outside" in str(refused.value)
+    assert not [name for name in opened if name.startswith(str(outside))]
+
+
 def test_a_template_linked_out_of_the_scenario_is_not_read(scenarios: Path, canary: Path) -> None:
     template = scenarios / "email_ops" / "template.json"
     template.unlink()
