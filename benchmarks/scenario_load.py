@@ -5,11 +5,13 @@
 
 Every process that runs rollouts loads the scenario's tasks first (the runner, each rollout worker, the
 simulated endpoint), so a worker's share of a run starts only after it; a materialised benchmark has thousands
-of tasks. The scenario is the benchmark task (`write_bench_scenario`: copies of one built-in task, all naming the
-same seed files and verifier) at `--tasks` copies. Each repetition loads it in a fresh interpreter (imports
-apart) and reports the CPU seconds of `ScenarioFiles.tasks()`; the child says which package it imported, and a
-reading from the wrong tree is refused. With `--against`, the other checkout (its
-`eval_pipelines` first on `PYTHONPATH`) loads the same folder in every repetition too, the order alternating.
+of tasks. The scenario is the benchmark task (`write_bench_scenario`: copies of one built-in task) at `--tasks`
+copies, in two shapes: every task naming the same seed files and verifier (as a generated scenario's tasks may),
+and every task with seed files of its own in one flat `seed_data/` (as BFCL and τ²-bench materialise). Each
+repetition loads a shape in a fresh interpreter (imports apart) and reports the CPU seconds of
+`ScenarioFiles.tasks()`; the child says which package it imported, and a reading from the wrong tree is refused.
+With `--against`, the other checkout (its `eval_pipelines` first on `PYTHONPATH`) loads the same folder in every
+repetition too, the order alternating.
 
 Results: JSON on stdout and in `benchmarks/results/scenario_load.{json,md}` (git-ignored).
 """
@@ -17,6 +19,7 @@ Results: JSON on stdout and in `benchmarks/results/scenario_load.{json,md}` (git
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -52,11 +55,10 @@ from pathlib import Path
 from eval_pipelines.inputs.scenarios import ScenarioCatalog
 catalog = ScenarioCatalog(Path(sys.argv[1]))
 scenario = next(catalog.get(i) for i in catalog.ids() if i.startswith("bench_email"))
-cpu, wall = time.process_time(), time.perf_counter()
+cpu = time.process_time()
 tasks = scenario.tasks()
 print(json.dumps({"tasks": len(tasks), "cpu_seconds": round(time.process_time() - cpu, 4),
-                  "wall_seconds": round(time.perf_counter() - wall, 4), "package": str(Path(sys.modules[
-                  "eval_pipelines"].__file__).parent)}))
+                  "package": str(Path(sys.modules["eval_pipelines"].__file__).parent)}))
 """
 
 
@@ -73,23 +75,47 @@ def load_once(scenarios_dir: Path, tree: Path | None) -> dict[str, Any]:
     return reading
 
 
+SHAPES = ("shared seeds", "a seed per task")
+
+
+def write_scenario(folder: Path, task_count: int, shape: str) -> Path:
+    """The benchmark scenario in one of `SHAPES`; returns its catalog folder."""
+    scenario = write_bench_scenario(folder, task_count)
+    if shape == SHAPES[1]:
+        seeds = scenario.scenario_dir / "seed_data"
+        shared = {path.name: path.read_bytes() for path in seeds.iterdir()}
+        for task_path in sorted((scenario.scenario_dir / "tasks").glob("*.json")):
+            task = json.loads(task_path.read_text(encoding="utf-8"))
+            own = {
+                server: [f"{task['task_id']}_{name}" for name in names] for server, names in task["seed_data"].items()
+            }
+            for names, own_names in zip(task["seed_data"].values(), own.values(), strict=True):
+                for name, own_name in zip(names, own_names, strict=True):
+                    (seeds / own_name).write_bytes(shared[name])
+            task_path.write_text(json.dumps(task | {"seed_data": own}), encoding="utf-8")
+    return scenario.scenarios_dir
+
+
 def measure(task_count: int, repeats: int, against: Path | None, workdir: Path) -> dict[str, Any]:
-    scenario = write_bench_scenario(workdir / "scenarios", task_count)
-    sides: dict[str, list[dict[str, Any]]] = {"this": []} | ({"against": []} if against else {})
-    for repetition in range(repeats):
-        order = list(sides) if repetition % 2 == 0 else list(reversed(sides))
-        for side in order:
-            reading = load_once(scenario.scenarios_dir, against if side == "against" else None)
-            sides[side].append(reading | {"load": load_average()})
-    return {
-        side: {
-            "tasks": readings[0]["tasks"],
-            "cpu_seconds_median": round(statistics.median(r["cpu_seconds"] for r in readings), 3),
-            "cpu_seconds": [r["cpu_seconds"] for r in readings],
-            "loads": [r["load"][0] for r in readings],
+    results: dict[str, Any] = {}
+    for shape in SHAPES:
+        scenarios_dir = write_scenario(workdir / shape.replace(" ", "-"), task_count, shape)
+        sides: dict[str, list[dict[str, Any]]] = {"this": []} | ({"against": []} if against else {})
+        for repetition in range(repeats):
+            order = list(sides) if repetition % 2 == 0 else list(reversed(sides))
+            for side in order:
+                reading = load_once(scenarios_dir, against if side == "against" else None)
+                sides[side].append(reading | {"load": load_average()})
+        results[shape] = {
+            side: {
+                "tasks": readings[0]["tasks"],
+                "cpu_seconds_median": round(statistics.median(r["cpu_seconds"] for r in readings), 3),
+                "cpu_seconds": [r["cpu_seconds"] for r in readings],
+                "loads": [r["load"][0] for r in readings],
+            }
+            for side, readings in sides.items()
         }
-        for side, readings in sides.items()
-    }
+    return results
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -98,16 +124,17 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['load_average_after'][0]} on {report['machine']['cpus']} CPUs, at "
         f"{report['machine']['git_revision']})",
         "",
-        "| side | CPU s (median) | repetitions | ms per task |",
-        "|---|---|---|---|",
+        "| tasks' seed files | side | CPU s (median) | repetitions | ms per task |",
+        "|---|---|---|---|---|",
     ]
-    for side, result in report["results"].items():
-        name = "this checkout" if side == "this" else f"`{report['against']}`"
-        per_task = 1000 * result["cpu_seconds_median"] / max(result["tasks"], 1)
-        lines.append(
-            f"| {name} | {result['cpu_seconds_median']} | {', '.join(map(str, result['cpu_seconds']))} | "
-            f"{per_task:.3f} |"
-        )
+    for shape, by_side in report["results"].items():
+        for side, result in by_side.items():
+            name = "this checkout" if side == "this" else f"`{report['against']}`"
+            per_task = 1000 * result["cpu_seconds_median"] / max(result["tasks"], 1)
+            lines.append(
+                f"| {shape} | {name} | {result['cpu_seconds_median']} | {', '.join(map(str, result['cpu_seconds']))} "
+                f"| {per_task:.3f} |"
+            )
     return "\n".join(lines)
 
 

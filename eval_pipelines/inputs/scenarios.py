@@ -174,6 +174,18 @@ SPLITS_FILE = "splits.json"
 
 
 @dataclass
+class _LoadPass:
+    """What one load of a scenario's tasks checks once however many tasks ask: the confinement of its folders
+    (each resolved once) and the seed files and verifier modules that many tasks name (a generated scenario's
+    tasks may all share them; a materialised benchmark's each have their own seed file)."""
+
+    inside_root: InsideCheck
+    inside_seeds: InsideCheck
+    seeds_checked: set[str] = field(default_factory=set)
+    verifiers_checked: set[str] = field(default_factory=set)
+
+
+@dataclass
 class ScenarioFiles:
     """One scenario folder, loaded lazily and cached."""
 
@@ -246,12 +258,9 @@ class ScenarioFiles:
         if self._tasks is None:
             npcs_by_id = {npc.profile_id: npc for npc in self.npcs}
             tasks: dict[str, Task] = {}
-            inside_root = InsideCheck(self.root)
-            # Seed files and verifier modules are named by many tasks (a generated benchmark's tasks may all share
-            # them): each is checked once.
-            checked: set[tuple[str, str]] = set()
+            load = _LoadPass(InsideCheck(self.root), InsideCheck(self.seed_dir))
             for path in sorted((self.root / "tasks").glob("*.json")):
-                raw = read_json_file(path, self.root, inside_root)
+                raw = read_json_file(path, self.root, load.inside_root)
                 if not isinstance(raw, dict):
                     raise ScenarioError(f"{path}: expected a JSON object")
                 raw = dict(raw)
@@ -270,7 +279,7 @@ class ScenarioFiles:
                     raise ScenarioError(_format_validation_error(path, exc)) from exc
                 if task.task_id in tasks:
                     raise ScenarioError(f"{path}: task_id: {task.task_id!r} is used by another task")
-                self._check_task_references(path, task, checked)
+                self._check_task_references(path, task, load)
                 tasks[task.task_id] = task
             if not tasks:
                 raise ScenarioError(f"{self.root / 'tasks'}: the scenario has no tasks")
@@ -279,27 +288,27 @@ class ScenarioFiles:
             self._tasks = tasks
         return self._tasks
 
-    def _check_task_references(self, path: Path, task: Task, checked: set[tuple[str, str]]) -> None:
+    def _check_task_references(self, path: Path, task: Task, load: _LoadPass) -> None:
         for server, files in task.seed_data.items():
             for index, name in enumerate(files):
-                if ("seed", name) in checked:
+                if name in load.seeds_checked:
                     continue
                 where = f"{path}: seed_data.{server}[{index}]"
                 try:
-                    seed = self.seed_path(name)
+                    seed = self.seed_path(name, load)
                 except ValueError as exc:
                     raise ScenarioError(f"{where}: {exc}") from None
                 if not seed.is_file():
                     raise ScenarioError(f"{where}: seed file {name!r} does not exist")
                 if seed.suffix == ".json":  # a broken seed file is a scenario error at load, not a crash mid-run
-                    read_json_file(seed, self.seed_dir)
-                checked.add(("seed", name))
+                    read_json_file(seed, self.seed_dir, load.inside_seeds)
+                load.seeds_checked.add(name)
         for module in task.verifiers:
-            if ("verifier", module) in checked:
+            if module in load.verifiers_checked:
                 continue
             if not (self.root / "verifiers" / f"{module}.py").is_file():
                 raise ScenarioError(f"{path}: verifiers: module {module!r} has no file verifiers/{module}.py")
-            checked.add(("verifier", module))
+            load.verifiers_checked.add(module)
         known_servers = {s.name for s in self.template.tool_servers}
         for ref in task.tool_servers:
             if ref.name not in known_servers:
@@ -333,16 +342,18 @@ class ScenarioFiles:
     def seed_dir(self) -> Path:
         return self.root / "seed_data"
 
-    def seed_path(self, name: str) -> Path:
+    def seed_path(self, name: str, load: _LoadPass | None = None) -> Path:
         """Where the seed file a task names as `name` lies: inside the scenario's seed_data/, with every link on
-        the way followed. ValueError, before anything is opened, for an absolute name, a `..`, or a link out."""
+        the way followed. ValueError, before anything is opened, for an absolute name, a `..`, or a link out.
+        `load`: the checks of a load of the tasks, which resolve each folder once."""
         folder = self.seed_dir
         outside = ValueError(f"{name[:_SHOWN_CHARS]!r} is not inside {folder}")
         relative = PurePosixPath(name)
         if not name or "\x00" in name or relative.is_absolute() or ".." in relative.parts:
             raise outside
         target = folder / relative
-        if not (resolves_inside(target, folder) and resolves_inside(folder, self.root)):
+        inside_seeds, inside_root = (load.inside_seeds, load.inside_root) if load else (None, None)
+        if not ((inside_seeds or InsideCheck(folder))(target) and (inside_root or InsideCheck(self.root))(folder)):
             raise outside
         return target
 
